@@ -12,7 +12,7 @@ __all__ = ['log', 'TASKS', 'EXPLORER_LAMBDAS', 'EXPLORER_SCALES', 'random_orthog
            'symlog_grid', 'LambdaBalancedConfig', 'LambdaBalancedExperiment', 'make_experiment', 'reproduce',
            'explorer_phase', 'lambda_render', 'explorer']
 
-# %% ../nbs/18_lambda_balanced.ipynb #4fb61ace
+# %% ../nbs/18_lambda_balanced.ipynb #9c7818a9
 import dataclasses
 import logging
 import math
@@ -26,7 +26,7 @@ from .core import ConfigBase, Experiment, Report, Claim, Stopwatch, run_meta
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/18_lambda_balanced.ipynb #ead63e57
+# %% ../nbs/18_lambda_balanced.ipynb #d780ea05
 def _rng(rng) -> np.random.Generator:
     "A NumPy generator from None, an int seed or a generator."
     if isinstance(rng, np.random.Generator): return rng
@@ -131,7 +131,7 @@ def task_sequence(k: int, n_in: int, n_out: int, similarity: float = 0.5, rng=No
         out.append(similarity * S0 + math.sqrt(1 - similarity ** 2) * N)
     return out
 
-# %% ../nbs/18_lambda_balanced.ipynb #031429ba
+# %% ../nbs/18_lambda_balanced.ipynb #3e7f7e20
 def balance(W1, W2) -> np.ndarray:
     "The conserved quantity W2ᵀW2 − W1W1ᵀ (Nh, Nh) of weights W1 (Nh, Ni), W2 (No, Nh)."
     W1 = _matrix(W1, 'W1'); W2 = _matrix(W2, 'W2', (None, W1.shape[0]))
@@ -185,7 +185,7 @@ def make_lambda_balanced(lmda: float, n_in: int, n_hidden: int, n_out: int, scal
     S2[extra[extra < n_out], extra[extra < n_out]] = math.sqrt(max(lmda, 0))
     return R @ S1 @ V.T, U @ S2 @ R.T
 
-# %% ../nbs/18_lambda_balanced.ipynb #471f331d
+# %% ../nbs/18_lambda_balanced.ipynb #16a63d65
 _HORIZON = 5.0     # restart the closed form every _HORIZON / μ_max time units (condition number ≤ e^{2·_HORIZON})
 
 
@@ -272,7 +272,7 @@ def qqt_exact(W1_0, W2_0, Syx, t, method: str = 'stable', tol: float = 1e-6) -> 
     Z = np.concatenate([np.swapaxes(W1, -1, -2), W2], axis=-2)
     return Z @ np.swapaxes(Z, -1, -2)
 
-# %% ../nbs/18_lambda_balanced.ipynb #a2744dbc
+# %% ../nbs/18_lambda_balanced.ipynb #5c7cb7c9
 def aligned_mode_rhs(a, s: float, lmda: float):
     "da/dt = √(λ² + 4a²) (s − a), the flow of one aligned mode."
     a = np.asarray(a, dtype=np.float64)
@@ -287,47 +287,67 @@ def _mode_args(s, a0, lmda):
     return float(s), float(a0), float(lmda)
 
 
-def _u_of(a, lmda):
-    "u = tanh(θ/2) for a = (λ/2) sinh θ, written without cancellation."
-    return 2 * a / (lmda + np.sign(lmda) * np.sqrt(lmda ** 2 + 4 * np.asarray(a) ** 2))
+def _one_pm_u(a, lmda):
+    """(1 − u, 1 + u) for u = tanh(θ/2), a = (λ/2) sinh θ, λ > 0, without cancellation when |a| ≫ λ:
+    1 ∓ u = (λ + λ²/(R + 2|a|)) / (λ + R) on the side that vanishes, R = √(λ² + 4a²)."""
+    a = np.asarray(a, dtype=np.float64)
+    R = np.sqrt(lmda ** 2 + 4 * a ** 2)
+    small = (lmda + lmda ** 2 / (R + 2 * np.abs(a))) / (lmda + R)
+    large = (lmda + R + 2 * np.abs(a)) / (lmda + R)
+    return np.where(a >= 0, small, large), np.where(a >= 0, large, small)
+
+
+def _mode_constants(s, a0, lmda):
+    "K, the shift c = λ²/(K + 2s), and E(0) written as N0/D0 from stable 1 ∓ u0 (s > 0, λ > 0)."
+    K = math.sqrt(lmda ** 2 + 4 * s ** 2)
+    c = lmda ** 2 / (K + 2 * s)                                       # = K − 2s
+    m0, p0 = _one_pm_u(a0, lmda)
+    return K, c, float(c + lmda + 2 * s * p0), float(2 * s * m0 - lmda + c)   # E = (K+λ+2su)/(K−λ−2su)
 
 
 def aligned_mode(t, s: float, a0: float, lmda: float):
     "Closed-form singular value a(t) of W2W1 along an aligned task mode s, from a(0) = a0, for any λ."
     s, a0, lmda = _mode_args(s, a0, lmda)
+    if s < 0: return -aligned_mode(t, -s, -a0, lmda)                   # the flow is odd in (a, s)
+    lmda = abs(lmda)                                                   # ... and depends on λ only through λ²
     t = np.asarray(t, dtype=np.float64)
     if lmda == 0:
         if a0 == 0: return np.zeros_like(t)
-        with np.errstate(over='ignore'):
-            return s / (1 + (s / a0 - 1) * np.exp(-2 * s * t))      # logistic: the λ = 0 (rich) limit
-    K = math.sqrt(lmda ** 2 + 4 * s ** 2)
-    u0 = _u_of(a0, lmda)
-    C = (K + lmda + 2 * s * u0) / (K - lmda - 2 * s * u0)
-    with np.errstate(over='ignore', divide='ignore'):
-        w = 1 / (1 + C * np.exp(np.sign(lmda) * K * t))             # 1/(E+1), finite as E → 0 or ∞
-    u = (K - lmda - 2 * K * w) / (2 * s)                             # = [K(E−1) − λ(E+1)] / [2s(E+1)]
-    return lmda * u / (1 - u ** 2)
+        with np.errstate(over='ignore'):                             # λ = 0: da/dt = 2|a|(s − a), the logistic
+            return s / (1 + (s / a0 - 1) * np.exp(-2 * np.sign(a0) * s * t))   # a never changes sign
+    K, c, N0, D0 = _mode_constants(s, a0, lmda)
+    if D0 == 0: return np.full_like(t, s)                              # a0 = s: the fixed point
+    with np.errstate(over='ignore', divide='ignore', invalid='ignore'):
+        E = (N0 / D0) * np.exp(K * t)                                  # E(t) = C e^{Kt}
+        w = np.where(np.isinf(E), 0.0, 1 / (1 + E))                    # 1/(E+1)
+        v = np.where(np.isinf(E), 1.0, E / (1 + E))                    # 1 − 1/(E+1)
+    one_minus_u = (lmda - c + 2 * K * w) / (2 * s)                     # u = [K(E−1) − λ(E+1)] / [2s(E+1)]
+    one_plus_u = (2 * K * v - lmda - c) / (2 * s)
+    u = (one_plus_u - one_minus_u) / 2
+    return lmda * u / (one_minus_u * one_plus_u)                       # a = λu / (1 − u²)
 
 
 def aligned_mode_time(a, s: float, a0: float, lmda: float) -> float:
     "The time an aligned mode takes to go from a0 to a (closed form; inf when it never gets there)."
     s, a0, lmda = _mode_args(s, a0, lmda)
     a = float(a)
+    if s < 0: s, a0, a = -s, -a0, -a
+    lmda = abs(lmda)
     if a == a0: return 0.0
     if a == s: return math.inf                                       # reached only asymptotically
     if lmda == 0:
-        if a0 == 0 or a == 0: return math.inf                        # the saddle a = 0 is never crossed
+        if a * a0 <= 0: return math.inf                              # the saddle a = 0 is never crossed
         ratio = (s / a0 - 1) / (s / a - 1)                           # inverts the logistic
-        t = math.log(ratio) / (2 * s) if ratio > 0 else -1.0
+        t = math.copysign(1.0, a0) * math.log(ratio) / (2 * s) if ratio > 0 else -1.0
         return t if t >= 0 else math.inf
-    K = math.sqrt(lmda ** 2 + 4 * s ** 2)
-    E = lambda u: (K + lmda + 2 * s * u) / (K - lmda - 2 * s * u)
-    ratio = E(_u_of(a, lmda)) / E(_u_of(a0, lmda))
+    K, _, N0, D0 = _mode_constants(s, a0, lmda)
+    _, _, N1, D1 = _mode_constants(s, a, lmda)
+    ratio = (N1 / D1) / (N0 / D0)                                    # E(t)/E(0) = e^{Kt}
     if not ratio > 0: return math.inf
-    t = math.log(ratio) / (np.sign(lmda) * K)
+    t = math.log(ratio) / K
     return t if t >= 0 else math.inf
 
-# %% ../nbs/18_lambda_balanced.ipynb #037a804f
+# %% ../nbs/18_lambda_balanced.ipynb #25bbfa8c
 @dataclass
 class Trajectory:
     "A simulated run: times t (k,), weights W1 (k, Nh, Ni), W2 (k, No, Nh) and the loss (k,)."
@@ -375,7 +395,7 @@ def simulate_gd(W1, W2, X, Y, lr: float, steps: int, record_every: int = 1, whit
         W1s.append(W1); W2s.append(W2); losses.append(_gd_loss(W2 @ W1, Sxx, Syx, Syy_tr))
     return Trajectory(np.array(marks) * lr, np.array(W1s), np.array(W2s), np.array(losses))
 
-# %% ../nbs/18_lambda_balanced.ipynb #35666c2a
+# %% ../nbs/18_lambda_balanced.ipynb #f665af29
 def ntk_from_blocks(W1tW1, W2W2t, X) -> np.ndarray:
     "K = I_No ⊗ Xᵀ(W1ᵀW1)X + (W2W2ᵀ) ⊗ XᵀX, (No·P, No·P), from the representation blocks and X (Ni, P)."
     A = _matrix(W1tW1, 'W1tW1'); B = _matrix(W2W2t, 'W2W2t')
@@ -433,7 +453,7 @@ def forgetting(Sigma_i, Sigma_j, Sigma_k) -> float:
     Si = _matrix(Sigma_i, 'Sigma_i'); Sj = _matrix(Sigma_j, 'Sigma_j', Si.shape); Sk = _matrix(Sigma_k, 'Sigma_k', Si.shape)
     return float(0.5 * (np.sum((Sk - Si) ** 2) - np.sum((Sj - Si) ** 2)))
 
-# %% ../nbs/18_lambda_balanced.ipynb #cf65a238
+# %% ../nbs/18_lambda_balanced.ipynb #91e5833f
 def _lambda_net(lmda, n_in, n_out, scale, seed, aligned_to=None):
     "A λ-balanced net without bottleneck (Nh = min(Ni, No)); the same seed gives the same directions for every λ."
     return make_lambda_balanced(lmda, n_in, min(n_in, n_out), n_out, scale, np.random.default_rng(seed), aligned_to)
@@ -590,7 +610,7 @@ def symlog_grid(max_abs: float = 20.0, min_abs: float = 0.01, n_side: int = 9) -
     pos = np.logspace(math.log10(min_abs), math.log10(max_abs), n_side)
     return np.concatenate([-pos[::-1], [0.0], pos])
 
-# %% ../nbs/18_lambda_balanced.ipynb #310bfbf9
+# %% ../nbs/18_lambda_balanced.ipynb #b71ed128
 TASKS = ('random', 'hierarchy', 'reversal', 'continual')
 
 
@@ -727,7 +747,7 @@ def make_experiment(preset: str = 'quick', seed: int = 0, **overrides) -> Lambda
     "The experiment of this paper with the `quick` or `full` preset and field overrides."
     return LambdaBalancedExperiment(LambdaBalancedConfig.preset(preset, **overrides), seed)
 
-# %% ../nbs/18_lambda_balanced.ipynb #283e1957
+# %% ../nbs/18_lambda_balanced.ipynb #6d7a1bf6
 _REPRO = {
     'quick': {'tvs': {'lr': 1e-3, 'steps': 5000, 'every': 50}, 'sig': {'lr': 1e-3, 'T': 10.0},
               'phase': {'n_in': 8, 'n_out': 2, 'lmdas': None, 'scales': None, 'T': 10.0}},
@@ -848,7 +868,7 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
         'The transfer-learning application is not reproduced.']
     return rep
 
-# %% ../nbs/18_lambda_balanced.ipynb #366ebc15
+# %% ../nbs/18_lambda_balanced.ipynb #62548138
 EXPLORER_LAMBDAS = (-20.0, -5.0, -1.0, -0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2, 1.0, 5.0, 20.0)
 EXPLORER_SCALES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 _PHASE_CACHE: dict = {}
