@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['log', 'history_series', 'curves_figure', 'LiveView', 'demo_render', 'demo_explorer']
 
-# %% ../nbs/01_live.ipynb #e956455a
+# %% ../nbs/01_live.ipynb #84a5af3e
 import logging
 import time
 from typing import Callable
@@ -14,7 +14,7 @@ from .core import BackgroundTrainer, Experiment
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/01_live.ipynb #385edb3c
+# %% ../nbs/01_live.ipynb #89c84a7a
 def _panel():
     import panel as pn
     if not getattr(_panel, 'loaded', False):
@@ -42,7 +42,7 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
     if log_y: fig.update_yaxes(type='log')
     return fig
 
-# %% ../nbs/01_live.ipynb #3a0050f9
+# %% ../nbs/01_live.ipynb #95c6c316
 class LiveView:
     """A live explorer: controls, start/pause/stop, a status line and plotly figures redrawn from a
     `BackgroundTrainer` every `period_ms` while it runs. `LiveView` is a Panel viewer: display it in a notebook,
@@ -110,7 +110,7 @@ class LiveView:
 
     def toggle_pause(self):
         t = self.trainer
-        if t is not None: (t.resume() if t.status == 'paused' else t.pause())
+        if t is not None: (t.resume() if t.status == 'paused' else t.pause(wait=False))   # never block the event loop
         self._update_status(); return self
 
     def stop(self):
@@ -182,7 +182,7 @@ class LiveView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self.layout._repr_mimebundle_(include, exclude)
 
-# %% ../nbs/01_live.ipynb #4fdc154a
+# %% ../nbs/01_live.ipynb #9f687024
 def demo_render(snap, history, exp):
     "Figures of the regression demo: the data with the fitted line, and the loss curve."
     import plotly.graph_objects as go

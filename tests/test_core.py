@@ -1,0 +1,179 @@
+"The core contract: configs, the background trainer, checkpoints, reports, the registry."
+import json
+import re
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from iclr25_nb.core import (PAPERS, BackgroundTrainer, Claim, ConfigBase, Experiment, NonFiniteLossError,
+                            RegressionConfig, RegressionDemo, Report, get_paper, load_checkpoint, save_checkpoint)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def demo(**kw): return RegressionDemo(RegressionConfig(**kw), seed=0)
+
+
+# -- configs ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('field,value,msg', [('lr', 0.0, 'lr must be in (0, 2)'), ('n', 1, 'n must be at least 2'),
+                                             ('noise', -0.1, 'noise must be non-negative'), ('steps', 0, 'steps must be at least 1')])
+def test_config_rejects_bad_values_naming_the_field(field, value, msg):
+    with pytest.raises(ValueError, match=re.escape(f"RegressionConfig.{msg} (got {value!r})")): RegressionConfig(**{field: value})
+
+
+def test_config_presets_and_unknown_fields():
+    assert RegressionConfig.full().steps == 2000 and RegressionConfig.quick().steps == 200
+    assert RegressionConfig.preset('full', lr=0.1).lr == 0.1
+    with pytest.raises(ValueError, match=r"no field\(s\) \['bogus'\]"): RegressionConfig.quick(bogus=1)
+    with pytest.raises(ValueError, match='preset must be'): RegressionConfig.preset('huge')
+    with pytest.raises(ValueError, match='lr'): RegressionConfig().replace(lr=-1)
+
+
+def test_experiment_rejects_wrong_config_type():
+    with pytest.raises(TypeError, match='needs a RegressionConfig'): RegressionDemo(object())
+
+
+# -- trainer ---------------------------------------------------------------------------------------------
+def test_pause_resume_stop_and_no_leaked_threads():
+    before = threading.active_count()
+    tr = BackgroundTrainer(demo(steps=10**6, delay=0.001)).start()
+    assert tr.wait(10) and tr.status == 'running'
+    tr.pause(); time.sleep(0.05); s = tr.step; time.sleep(0.2)
+    assert tr.step == s and tr.status == 'paused'
+    tr.resume(); assert tr.wait(s + 10)
+    tr.stop()
+    assert tr.status == 'stopped' and not tr.alive and threading.active_count() == before
+    h = tr.history
+    assert [r['step'] for r in h] == list(range(1, tr.step + 1)) and tr.latest['step'] == tr.step
+
+
+def test_run_to_completion_and_restart_refused():
+    tr = BackgroundTrainer(demo(steps=30)).start().join(10)
+    assert tr.status == 'done' and tr.step == 30 and tr.error is None
+    with pytest.raises(RuntimeError, match='make a new BackgroundTrainer'): tr.start()
+
+
+def test_nan_loss_stops_with_clear_error():
+    tr = BackgroundTrainer(demo(lr=1.99, a=1e30, steps=1000)).start().join(10)
+    assert tr.status == 'error' and isinstance(tr.error, NonFiniteLossError)
+    assert 'loss=' in str(tr.error) and 'training stopped' in str(tr.error)
+    with pytest.raises(NonFiniteLossError): tr.raise_error()
+
+
+class Exploding(RegressionDemo):
+    def step(self):
+        if self.step_count == 5: raise RuntimeError('boom at step 5')
+        return super().step()
+
+
+def test_exception_in_step_is_surfaced_and_history_kept():
+    tr = BackgroundTrainer(Exploding(RegressionConfig(steps=100))).start().join(10)
+    assert tr.status == 'error' and 'boom at step 5' in str(tr.error) and len(tr.history) == 5
+
+
+def test_step_must_return_scalars():
+    class Bad(RegressionDemo):
+        def step(self): return {'loss': [1, 2]}
+    tr = BackgroundTrainer(Bad(RegressionConfig())).start().join(10)
+    assert isinstance(tr.error, TypeError) and "metric 'loss'" in str(tr.error)
+
+
+def test_checkpoint_roundtrip_resumes_identically(tmp_path):
+    ref = demo(steps=60); ref.run()
+    tr = BackgroundTrainer(demo(steps=60), checkpoint_dir=tmp_path, max_steps=25).start().join(10)
+    assert tr.step == 25 and (tmp_path / 'checkpoint.pt').exists()
+    tr2 = BackgroundTrainer(demo(steps=60), checkpoint_dir=tmp_path, resume=True)
+    assert tr2.resumed_from == 25
+    tr2.start().join(10)
+    assert tr2.status == 'done' and [h['step'] for h in tr2.history] == list(range(1, 61))
+    assert torch.equal(tr2.experiment.model.weight, ref.model.weight)   # same trajectory as an uninterrupted run
+
+
+def test_checkpoint_is_weights_only_and_refuses_other_configs(tmp_path):
+    BackgroundTrainer(demo(steps=5), checkpoint_dir=tmp_path).start().join(10)
+    state = torch.load(tmp_path / 'checkpoint.pt', weights_only=True)   # raises if anything but plain data
+    assert state['experiment']['step_count'] == 5
+    with pytest.raises(ValueError, match='checkpoint was made with config'):
+        BackgroundTrainer(demo(steps=6), checkpoint_dir=tmp_path, resume=True)
+    (tmp_path / 'bad').mkdir(); (tmp_path / 'bad' / 'checkpoint.pt').write_bytes(b'not a checkpoint')
+    with pytest.raises(ValueError, match='not a readable checkpoint'): load_checkpoint(tmp_path / 'bad' / 'checkpoint.pt')
+
+
+def test_save_checkpoint_is_atomic(tmp_path, monkeypatch):
+    path = save_checkpoint({'a': torch.ones(3)}, tmp_path / 'c.pt')
+    def broken(obj, f): f.write(b'partial'); raise OSError('disk full')
+    monkeypatch.setattr(torch, 'save', broken)
+    with pytest.raises(OSError, match='disk full'): save_checkpoint({'a': torch.zeros(3)}, path)
+    monkeypatch.undo()
+    assert torch.equal(load_checkpoint(path)['a'], torch.ones(3))   # the old checkpoint survives
+    assert [p.name for p in tmp_path.iterdir()] == ['c.pt']          # no temporary file left behind
+
+
+def test_sigkill_mid_run_then_resume(tmp_path):
+    "Kill -9 a training process while it checkpoints; the checkpoint left is whole and resuming finishes the run."
+    args = [sys.executable, '-m', 'iclr25_nb.cli', 'train', 'demo', '--set', 'steps=400', '--set', 'delay=0.002',
+            '--checkpoint-dir', str(tmp_path), '--checkpoint-every', '0.05']
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    ck = tmp_path / 'checkpoint.pt'
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60:
+        if ck.exists() and load_checkpoint(ck)['experiment']['step_count'] > 50: break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL); p.wait(10)
+    killed_at = load_checkpoint(ck)['experiment']['step_count']
+    assert 50 < killed_at < 400
+    r = subprocess.run(args + ['--resume'], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f'resumed from step {killed_at}' in r.stdout
+    assert json.loads(r.stdout.strip().splitlines()[-1])['step'] == 400
+    state = load_checkpoint(ck)
+    assert [h['step'] for h in state['history']] == list(range(1, 401))
+
+
+# -- reports ---------------------------------------------------------------------------------------------
+def test_claims():
+    assert Claim.compare('x', 2.0, '>', 1).holds and not Claim.compare('x', float('nan'), '<', 1).holds
+    assert Claim.compare('x', 1.0, '>=', 1).expected == '>= 1'
+    assert Claim.between('x', 0.5, 0, 1).holds and not Claim.between('x', 2, 0, 1).holds
+    with pytest.raises(ValueError, match='op must be one of'): Claim.compare('x', 1, '==', 1)
+
+
+def test_report_formats(tmp_path):
+    import plotly.graph_objects as go
+    r = Report('demo', 'Demo', meta={'seed': 0})
+    r.add_row('a', mse=0.5, note='x|y').add_row('b', mse=float('inf'))
+    r.add_claim(Claim.compare('a beats b', 0.5, '<', 1.0)).add_claim(Claim.compare('fails', 2.0, '<', 1.0))
+    r.figures['f'] = go.Figure(go.Scatter(y=[1, 2, 3])); r.figures['g'] = go.Figure(go.Bar(y=[1]))
+    assert not r.all_hold
+    md = r.to_markdown()
+    assert '| a beats b | 0.5 | < 1 | yes |' in md and '**no**' in md and 'x\\|y' in md
+    d = json.loads(r.to_json())
+    assert d['rows'][1]['mse'] == 'inf' and d['all_hold'] is False and set(d['figures']) == {'f', 'g'}
+    assert Report.from_json(r.to_json()).to_markdown() == md
+    paths = r.save(tmp_path)
+    html = paths['html'].read_text()
+    assert html.count('plotly.js v') == 1                      # plotly.js inlined once for two figures
+    assert '<script src="http' not in html and 'cdn.plot.ly' not in html.split('plotly.js v')[0]
+    with pytest.raises(TypeError, match='needs a Claim'): r.add_claim(('x', 1, 2, True))
+
+
+# -- registry --------------------------------------------------------------------------------------------
+def test_registry_lists_nineteen_papers():
+    assert len(PAPERS) == 19 and [p.number for p in PAPERS.values()] == list(range(10, 29))
+    with pytest.raises(ValueError, match='unknown paper'): get_paper('resnet')
+    with pytest.raises(ValueError, match='not implemented yet'): get_paper('space').load()
+
+
+def test_import_is_light():
+    code = 'import sys, time; t=time.perf_counter(); import iclr25_nb; print(time.perf_counter()-t, "torch" in sys.modules, "panel" in sys.modules)'
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT).stdout.split()
+    assert out[1:] == ['False', 'False'], out
