@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['log', 'index_page', 'paper_page', 'demo_page', 'routes', 'serve']
 
-# %% ../nbs/02_app.ipynb #6caf5ddd
+# %% ../nbs/02_app.ipynb #ce775e24
 import functools
 import logging
 
@@ -13,7 +13,7 @@ from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #99c7a8da
+# %% ../nbs/02_app.ipynb #8bf6eb15
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
     from iclr25_nb.live import _panel
@@ -57,5 +57,7 @@ def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list |
     pn = _panel()
     if not 0 <= int(port) < 65536: raise ValueError(f"port must be in 0..65535, got {port!r}")
     origins = websocket_origin or [f'{address}:{port}', f'localhost:{port}', f'127.0.0.1:{port}']
+    # a closed tab's session (and its training thread) is cleaned up within seconds, not Bokeh's default minute
+    kwargs.setdefault('check_unused_sessions', 1000); kwargs.setdefault('unused_session_lifetime', 3000)
     return pn.serve(routes(), address=address, port=port, websocket_origin=origins, show=show,
                     title='iclr25_nb explorers', **kwargs)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['log', 'history_series', 'curves_figure', 'LiveView', 'demo_render', 'demo_explorer']
 
-# %% ../nbs/01_live.ipynb #1059469d
+# %% ../nbs/01_live.ipynb #41ebdbc2
 import logging
 import time
 from typing import Callable
@@ -14,7 +14,7 @@ from .core import BackgroundTrainer, Experiment
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/01_live.ipynb #dec242b3
+# %% ../nbs/01_live.ipynb #80bb8baf
 def _panel():
     import panel as pn
     if not getattr(_panel, 'loaded', False):
@@ -42,7 +42,7 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
     if log_y: fig.update_yaxes(type='log')
     return fig
 
-# %% ../nbs/01_live.ipynb #3b66d1e8
+# %% ../nbs/01_live.ipynb #7ecf0034
 class LiveView:
     """A live explorer: controls, start/pause/stop, a status line and plotly figures redrawn from a
     `BackgroundTrainer` every `period_ms` while it runs. `LiveView` is a Panel viewer: display it in a notebook,
@@ -57,9 +57,9 @@ class LiveView:
         self.period_ms, self.ncols, self.figure_height = period_ms, ncols, figure_height
         self.trainer: BackgroundTrainer | None = None
         self.renders, self._last_drawn, self._callback = 0, None, None
-        self.start_button = pn.widgets.Button(label='Start', button_type='primary', width=90)
+        self.start_button = pn.widgets.Button(label='Start', color='primary', width=90)
         self.pause_button = pn.widgets.Button(label='Pause', width=90)
-        self.stop_button = pn.widgets.Button(label='Stop', button_type='danger', width=90)
+        self.stop_button = pn.widgets.Button(label='Stop', color='danger', width=90)
         self.reset_button = pn.widgets.Button(label='New run', width=100)
         self.start_button.on_click(lambda e: self.start())
         self.pause_button.on_click(lambda e: self.toggle_pause())
@@ -182,7 +182,7 @@ class LiveView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self.layout._repr_mimebundle_(include, exclude)
 
-# %% ../nbs/01_live.ipynb #7eb258f4
+# %% ../nbs/01_live.ipynb #da73699e
 def demo_render(snap, history, exp):
     "Figures of the regression demo: the data with the fitted line, and the loss curve."
     import plotly.graph_objects as go
@@ -195,13 +195,13 @@ def demo_render(snap, history, exp):
     return {'fit': fit, 'loss': curves_figure(history, ['loss'], 'training loss', log_y=True)}
 
 
-def demo_explorer(steps: int = 100_000, delay: float = 0.01, autostart: bool = False) -> LiveView:
-    "Live view of `RegressionDemo`: controls for the learning rate, the noise and the slowdown per step."
+def demo_explorer(steps: int = 100_000, delay: float = 0.01, autostart: bool = False, **config) -> LiveView:
+    "Live view of `RegressionDemo`: controls for the learning rate, the noise and the slowdown per step; `config` sets other fields."
     from iclr25_nb.core import RegressionDemo, RegressionConfig
     pn = _panel()
     controls = {'lr': pn.widgets.FloatSlider(label='learning rate', start=0.001, end=0.5, step=0.001, value=0.01),
                 'noise': pn.widgets.FloatSlider(label='noise', start=0.0, end=2.0, step=0.05, value=0.3),
                 'delay': pn.widgets.FloatSlider(label='seconds per step', start=0.0, end=0.1, step=0.005, value=delay)}
-    make = lambda **kw: RegressionDemo(RegressionConfig(steps=steps, **kw))
+    make = lambda **kw: RegressionDemo(RegressionConfig(steps=steps, **config, **kw))
     return LiveView(make, demo_render, controls, title='Demonstration: linear regression', autostart=autostart,
                     description='Not a paper: the core contract at work. Start, pause, stop; change a setting and press New run.')

@@ -75,3 +75,28 @@ def test_paper_page_updates_after_start(app, name):
         took = _wait_change(pg, before, 90)
         print(f"{name}: first figure change {took:.2f} s after Start")
         assert pg.blocked == [], pg.blocked
+
+
+@pytest.mark.e2e
+def test_closing_the_page_stops_and_joins_the_training_thread():
+    "In-process server: a trainer thread runs while the page is open and is gone soon after the page closes."
+    import threading
+    from iclr25_nb.app import serve
+    port = free_port()
+    srv = serve(port=port, threaded=True, verbose=False)
+    trainers = lambda: [t for t in threading.enumerate() if t.name.startswith('trainer-')]
+    try:
+        from _browser import wait_http
+        wait_http(f'http://127.0.0.1:{port}/demo')
+        with page() as pg:
+            pg.goto(f'http://127.0.0.1:{port}/demo')
+            pg.wait_for_selector('.js-plotly-plot .scatterlayer .trace', timeout=60000)
+            pg.click('button:has-text("Start")')
+            t0 = time.monotonic()
+            while not trainers() and time.monotonic() - t0 < 30: time.sleep(0.1)
+            assert trainers(), 'Start did not start a training thread'
+        t0 = time.monotonic()                     # the browser is closed now
+        while trainers() and time.monotonic() - t0 < 60: time.sleep(0.2)
+        assert not trainers(), f"training threads still alive {time.monotonic() - t0:.0f} s after the page closed"
+    finally:
+        srv.stop()
