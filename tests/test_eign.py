@@ -1,0 +1,305 @@
+"""Property and bad-input tests of iclr25_nb.eign (EIGN, Fuchsgruber et al., ICLR 2025)."""
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25_nb.eign import (EIGN, COMPONENTS, EdgeGraph, EdgeOperator, EdgeTask, HodgeGNN, LineGraphGNN, MagneticEdgeConv,
+                            MagneticEdgeConvHidden, as_complex, circuit_tasks, edge_operator, flip_change, fit_step,
+                            kirchhoff_flows, load_circuit, load_circuits, magnetic_incidence, make_experiment,
+                            make_flow_network, make_model, make_task, reversal_change, EIGNConfig)
+
+
+def small_graph(seed=0, n=12, frac_directed=0.4):
+    return make_flow_network(n, frac_directed, seed, edge_factor=1.8).graph
+
+
+def dense_incidence(graph, theta, kind):
+    "Independent dense reference of the magnetic incidence from the table of the paper's code."
+    B = torch.zeros(graph.num_nodes, graph.num_edges, dtype=torch.complex128)
+    for e, (t, h) in enumerate(graph.edge_index.T.tolist()):
+        ph = 0.0 if graph.undirected[e] else theta
+        B[h, e] = complex(math.cos(-ph), math.sin(-ph))
+        B[t, e] = (-1 if kind == 'equ' else 1) * complex(math.cos(ph), math.sin(ph))
+    return B
+
+
+def dense_op(graph, theta, src, dst, normalise=True):
+    L = dense_incidence(graph, theta, dst).conj().T @ dense_incidence(graph, theta, src)
+    if not normalise: return L
+    d = L.abs().sum(1).pow(-0.5)
+    d[torch.isinf(d)] = 0
+    return d[:, None] * L * d[None, :]
+
+
+# -- 1. incidence at q = 0, cross-checked against networkx ----------------------------------------------------
+def test_incidence_q0_is_signed_and_unsigned_incidence():
+    nx = pytest.importorskip('networkx')
+    g = small_graph()
+    Be = magnetic_incidence(g, 0.0, 'equ').to_dense()
+    Bi = magnetic_incidence(g, 0.0, 'inv').to_dense()
+    assert torch.allclose(Be.sum(0), torch.zeros(g.num_edges, dtype=Be.dtype))
+    assert torch.all(Bi.real[Bi.abs() > 0] == 1) and torch.all(Bi.imag == 0)
+    G = nx.DiGraph(); G.add_nodes_from(range(g.num_nodes)); edges = [tuple(e) for e in g.edge_index.T.tolist()]
+    G.add_edges_from(edges)
+    ref = nx.incidence_matrix(G, nodelist=range(g.num_nodes), edgelist=edges, oriented=True).toarray()
+    np.testing.assert_allclose(Be.real.numpy(), ref)        # -1 at the tail, +1 at the head
+    Lp = edge_operator(g, 0.0, 'equ', 'equ', normalise=False).dense().real.numpy()
+    np.testing.assert_allclose(Lp, ref.T @ ref, atol=1e-6)  # Hodge down-Laplacian L1 = B1^T B1
+
+
+def test_line_graph_matches_torch_geometric():
+    pyg = pytest.importorskip('torch_geometric')
+    from torch_geometric.data import Data
+    from torch_geometric.transforms import LineGraph
+    g = small_graph(1)
+    ei = torch.cat([g.edge_index, g.edge_index.flip(0)], 1)
+    lg = LineGraph(force_directed=False)(Data(edge_index=ei, num_nodes=g.num_nodes))
+    # PyG orders undirected edges by (min, max) node; map to ours
+    key = (torch.minimum(g.edge_index[0], g.edge_index[1]) * g.num_nodes + torch.maximum(g.edge_index[0], g.edge_index[1]))
+    order = torch.argsort(key)
+    A = torch.zeros(g.num_edges, g.num_edges)
+    A[lg.edge_index[0], lg.edge_index[1]] = 1
+    ours = edge_operator(g, 0.0, 'inv', 'inv', normalise=False).dense().real[order][:, order]
+    assert torch.allclose(ours - 2 * torch.eye(g.num_edges), A)      # |B|^T|B| = A_line + 2 I
+
+
+# -- 2, 3. Hermitian and PSD ------------------------------------------------------------------------------
+@pytest.mark.parametrize('qn', ['absolute', 'per_edge'])
+def test_hermitian_and_psd(qn):
+    g = small_graph(2)
+    for kind in ('equ', 'inv'):
+        for norm in (False, True):
+            L = edge_operator(g, 0.3 if qn == 'absolute' else 5.0, kind, kind, norm, qn, torch.complex128).dense()
+            assert torch.allclose(L, L.conj().T, atol=1e-12)
+            assert torch.linalg.eigvalsh(L).min() >= -1e-6
+    Lei = edge_operator(g, 0.3, 'equ', 'inv', True, 'absolute', torch.complex128).dense()
+    Lie = edge_operator(g, 0.3, 'inv', 'equ', True, 'absolute', torch.complex128).dense()
+    assert torch.allclose(Lie, Lei.conj().T, atol=1e-12)
+
+
+# -- 4, 5. equivariance of operators and invariant node signals --------------------------------------------
+def test_operator_equivariance_under_flips():
+    g = small_graph(3)
+    mask = torch.rand(g.num_edges, generator=torch.Generator().manual_seed(0)) < 0.5
+    mask &= g.undirected
+    assert mask.any()
+    S = torch.diag(g.signs(mask)).to(torch.complex128)
+    gf = g.flip(mask)
+    op = lambda gr, a, b: edge_operator(gr, 0.4, a, b, True, 'absolute', torch.complex128).dense()
+    assert torch.allclose(op(gf, 'equ', 'equ'), S @ op(g, 'equ', 'equ') @ S, atol=1e-12)
+    assert torch.allclose(op(gf, 'inv', 'inv'), op(g, 'inv', 'inv'), atol=1e-12)
+    assert torch.allclose(op(gf, 'equ', 'inv'), op(g, 'equ', 'inv') @ S, atol=1e-12)
+    assert torch.allclose(op(gf, 'inv', 'equ'), S @ op(g, 'inv', 'equ'), atol=1e-12)
+    # 5. node signals: divergence of an equivariant signal and sum of an invariant one do not change
+    x_equ, x_inv = torch.randn(g.num_edges, 3, dtype=torch.complex128), torch.randn(g.num_edges, 3, dtype=torch.complex128)
+    for kind, x, xf in (('equ', x_equ, S @ x_equ), ('inv', x_inv, x_inv)):
+        b, bf = edge_operator(g, 0.4, kind, kind, True, 'absolute', torch.complex128), \
+                edge_operator(gf, 0.4, kind, kind, True, 'absolute', torch.complex128)
+        assert torch.allclose(bf.boundary(xf), b.boundary(x), atol=1e-12)
+
+
+# -- 6. model-level equivariance / invariance --------------------------------------------------------------
+def _model_io(seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    g = small_graph(seed, n=20)
+    x_equ, x_inv = torch.randn(g.num_edges, 2, dtype=dtype), torch.randn(g.num_edges, 3, dtype=dtype)
+    mask = torch.rand(g.num_edges, generator=torch.Generator().manual_seed(seed)) < 0.5
+    mask &= g.undirected
+    return g, x_equ, x_inv, mask, g.signs(mask).to(dtype)[:, None]
+
+
+@pytest.mark.parametrize('dtype,atol', [(torch.float32, 1e-5), (torch.float64, 1e-10)])
+def test_eign_equivariant_and_invariant_outputs(dtype, atol):
+    g, x_equ, x_inv, mask, s = _model_io(0, dtype)
+    equ = EIGN(2, 3, hidden=8, out=2, layers=3, q=0.3, q_normalisation='absolute', hidden_node=8).to(dtype)
+    inv = EIGN(2, 3, hidden=8, out=2, layers=3, q=0.3, equivariant_target=False, q_normalisation='absolute', hidden_node=8).to(dtype)
+    gf = g.flip(mask)
+    assert torch.allclose(equ(gf, s * x_equ, x_inv), s * equ(g, x_equ, x_inv), atol=atol)
+    assert torch.allclose(inv(gf, s * x_equ, x_inv), inv(g, x_equ, x_inv), atol=atol)
+    # a non-equivariant baseline does change
+    lg = LineGraphGNN(2, 3, 8, 2, 2).to(dtype)
+    assert not torch.allclose(lg(gf, s * x_equ, x_inv), s * lg(g, x_equ, x_inv), atol=1e-3)
+
+
+def test_eign_equivariance_after_training():
+    net = make_flow_network(40, 0.3, seed=5)
+    task = make_task(net, 'simulate', float(np.std(net.flow)))
+    torch.manual_seed(0)
+    model = make_model('eign', 2, 4, 8, 2, q=0.3, hidden_node=8)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(15): fit_step(model, opt, task)
+    assert flip_change(model, task, 0.5, seed=1) < 1e-5
+    assert flip_change(make_model('line_graph', 2, 4, 8, 2), task, 0.5, seed=1) > 1e-3
+
+
+# -- 7. permutation equivariance ----------------------------------------------------------------------------
+def test_permutation_equivariance():
+    g, x_equ, x_inv, _, _ = _model_io(1, torch.float64)
+    model = EIGN(2, 3, hidden=8, out=1, layers=2, q=0.3, q_normalisation='absolute', hidden_node=8).double()
+    gen = torch.Generator().manual_seed(3)
+    pn, pe = torch.randperm(g.num_nodes, generator=gen), torch.randperm(g.num_edges, generator=gen)
+    out = model(g.permute(pn, pe), x_equ[pe], x_inv[pe])
+    assert torch.allclose(out, model(g, x_equ, x_inv)[pe], atol=1e-10)
+
+
+# -- 8. direction awareness ---------------------------------------------------------------------------------
+def test_direction_awareness_needs_the_phase():
+    g, x_equ, x_inv, _, _ = _model_io(2, torch.float64)
+    e = int(torch.nonzero(g.directed)[0])
+    toggled = g.undirected.clone(); toggled[e] = True
+    g2 = g.with_undirected(toggled)
+    torch.manual_seed(0)
+    m = EIGN(2, 3, 8, 1, 2, q=0.3, q_normalisation='absolute', hidden_node=8).double()
+    assert (m(g2, x_equ, x_inv) - m(g, x_equ, x_inv)).abs().max() > 1e-6
+    m0 = EIGN(2, 3, 8, 1, 2, q=0.0, hidden_node=8).double()
+    assert torch.allclose(m0(g2, x_equ, x_inv), m0(g, x_equ, x_inv), atol=1e-12)
+
+
+# -- 9. reversal of a directed edge -------------------------------------------------------------------------
+def test_reversal_of_directed_edges():
+    g, x_equ, x_inv, _, _ = _model_io(3, torch.float64)
+    d = g.directed
+    gr = g.reverse(d)
+    for kind, f in (('equ', lambda c: -c.conj()), ('inv', lambda c: c.conj())):
+        B = magnetic_incidence(g, 0.3, kind, 'absolute', torch.complex128).to_dense()
+        Br = magnetic_incidence(gr, 0.3, kind, 'absolute', torch.complex128).to_dense()
+        assert torch.allclose(Br[:, d], f(B[:, d]), atol=1e-12)
+        assert torch.allclose(Br[:, ~d], B[:, ~d])
+    s = g.signs(d).double()[:, None]
+    m = EIGN(2, 3, 8, 1, 2, q=0.3, q_normalisation='absolute', hidden_node=8).double()
+    assert (s * m(gr, s * x_equ, x_inv) - m(g, x_equ, x_inv)).abs().max() > 1e-6
+    m0 = EIGN(2, 3, 8, 1, 2, q=0.0, hidden_node=8).double()
+    assert torch.allclose(s * m0(gr, s * x_equ, x_inv), m0(g, x_equ, x_inv), atol=1e-12)   # q = 0: just a flip
+
+
+# -- 10. sparse equals dense (including the closed-form degrees) --------------------------------------------
+@pytest.mark.parametrize('src,dst', [('equ', 'equ'), ('inv', 'inv'), ('equ', 'inv'), ('inv', 'equ')])
+def test_sparse_equals_dense(src, dst):
+    g = make_flow_network(20, 0.3, seed=4).graph
+    theta = math.pi * 0.7 / g.num_edges
+    op = edge_operator(g, 0.7, src, dst, True, 'per_edge', torch.complex128)
+    ref = dense_op(g, theta, src, dst)
+    x = torch.randn(g.num_edges, 4, dtype=torch.complex128)
+    assert torch.allclose(op(x), ref @ x, atol=1e-10)
+    assert torch.allclose(op.dense(), ref, atol=1e-10)
+
+
+# -- 11. the generator obeys Kirchhoff --------------------------------------------------------------------
+def test_generator_kirchhoff_and_valves():
+    net = make_flow_network(80, 0.3, seed=6)
+    g = net.graph
+    B = magnetic_incidence(g, 0.0, 'equ', dtype=torch.complex128).to_dense().real.numpy()
+    assert np.abs(B @ net.flow - net.s).max() <= 1e-8
+    assert net.flow[g.directed.numpy()].min() >= -1e-10
+    assert np.sum(net.flow ** 2 / net.g) >= 0
+    closed = np.abs(net.flow[g.directed.numpy()]) < 1e-12
+    assert closed.any() and (~closed).any()                           # some valves shut, some open
+    # flipping an undirected edge negates its flow
+    e = int(torch.nonzero(g.undirected)[0])
+    f2, _ = kirchhoff_flows(g.flip([e]), net.g, net.s)
+    assert abs(f2[e] + net.flow[e]) < 1e-8 and np.allclose(np.delete(f2, e), np.delete(net.flow, e), atol=1e-8)
+
+
+def test_generator_closed_form_without_valves():
+    net = make_flow_network(40, 0.0, seed=7)
+    B = magnetic_incidence(net.graph, 0.0, 'equ', dtype=torch.complex128).to_dense().real.numpy()
+    G = np.diag(net.g)
+    ref = G @ B.T @ np.linalg.pinv(B @ G @ B.T) @ net.s
+    np.testing.assert_allclose(net.flow, ref, atol=1e-8)
+
+
+# -- 12. gradient check through the complex layers ---------------------------------------------------------
+def test_gradcheck_complex_layers():
+    g, _, _, _, _ = _model_io(4, torch.float64)
+    g = make_flow_network(8, 0.3, seed=8, edge_factor=1.5).graph
+    torch.manual_seed(0)
+    conv, hid = MagneticEdgeConv(2, 4, bias=False).double(), MagneticEdgeConvHidden(2, 4, bias=True, hidden_channels=4).double()
+    op = edge_operator(g, 0.3, 'equ', 'inv', True, 'absolute', torch.complex128)
+    x = torch.randn(g.num_edges, 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: conv(op, x), (x,))
+    # the hidden state's ReLU has kinks; gradcheck away from them holds almost surely for random inputs
+    assert torch.autograd.gradcheck(lambda x: hid(op, x), (x,))
+
+
+# -- bad input ---------------------------------------------------------------------------------------------
+def test_bad_graphs():
+    und = torch.tensor([True, True])
+    with pytest.raises(ValueError, match='out of range'): EdgeGraph(torch.tensor([[0, 1], [1, 3]]), und, 3)
+    with pytest.raises(ValueError, match='self-loop'): EdgeGraph(torch.tensor([[0, 2], [1, 2]]), und, 3)
+    with pytest.raises(ValueError, match='one flag per edge'): EdgeGraph(torch.tensor([[0, 1], [1, 2]]), torch.tensor([True]), 3)
+    with pytest.raises(ValueError, match='parallel'): EdgeGraph(torch.tensor([[0, 1], [1, 0]]), und, 2)
+    with pytest.raises(ValueError, match='shape'): EdgeGraph(torch.tensor([0, 1]), und, 2)
+    with pytest.raises(ValueError, match='integers'): EdgeGraph(torch.tensor([[0., 1.], [1., 2.]]), und, 3)
+    with pytest.raises(ValueError, match='bool'): EdgeGraph(torch.tensor([[0, 1], [1, 2]]), torch.tensor([1, 1]), 3)
+    g = EdgeGraph(torch.tensor([[0, 1], [1, 2]]), torch.tensor([True, False]), 3)
+    with pytest.raises(ValueError, match='directed edge 1'): g.flip([1])
+    with pytest.raises(ValueError, match='even'): EIGN(1, 1, hidden=7)
+    with pytest.raises(ValueError, match='q_normalisation'): edge_operator(g, 0.1, q_normalisation='bogus')
+    with pytest.raises(ValueError, match='x_equ'): EIGN(1, 1, hidden=4)(g, torch.zeros(3, 1), torch.zeros(2, 1))
+    with pytest.raises(ValueError, match='sum to 0'): kirchhoff_flows(g, np.ones(2), np.ones(3))
+    with pytest.raises(ValueError, match='frac_directed'): EIGNConfig(frac_directed=0.9)
+    with pytest.raises(ValueError, match='models'): EIGNConfig(models=('eign', 'nope'))
+
+
+# -- real circuits ------------------------------------------------------------------------------------------
+def test_real_circuits_load(shared_data):
+    circuits = load_circuits(shared_data / 'electrical_circuits' / 'v1')
+    assert len(circuits) >= 190
+    c = circuits[0]
+    assert sorted(set(c.components)) <= sorted(COMPONENTS) and c.components.count('v') == 1
+    assert torch.equal(c.graph.undirected, torch.tensor([k != 'd' for k in c.components]))
+    diodes = np.concatenate([x.current[np.array(x.components) == 'd'] for x in circuits])
+    assert diodes.min() > -1e-4 and diodes.max() > 1e-3                  # diodes conduct row -> col
+    tasks = circuit_tasks(circuits[:10])
+    assert tasks[0].x_equ.shape == (c.graph.num_edges, 1) and tasks[0].x_inv.shape == (c.graph.num_edges, 4)
+
+
+@pytest.fixture
+def circuit_json(shared_data):
+    p = sorted((shared_data / 'electrical_circuits' / 'v1').glob('*.json'))[0]
+    return p.read_text()
+
+
+@pytest.mark.parametrize('corrupt,message', [
+    (lambda t: t[: len(t) // 2], 'not a readable JSON'),                                        # truncated
+    (lambda t: json.dumps({**json.loads(t), 'col': {'0': 1}}), 'do not have'),                # wrong shape
+    (lambda t: json.dumps({**json.loads(t), 'row': [0, 1]}), "'row' must be"),                  # wrong type
+    (lambda t: t.replace('"edge_current": {"0": ', '"edge_current": {"0": NaN, "x": '), 'non-integer'),
+    (lambda t: json.dumps({**json.loads(t), 'edge_current': {k: float('nan') for k in json.loads(t)['edge_current']}}), 'NaN'),
+    (lambda t: json.dumps({**json.loads(t), 'components': {k: 'x' for k in json.loads(t)['components']}}), 'unknown component'),
+    (lambda t: '[1, 2]', 'expected a JSON object'),
+])
+def test_broken_circuit_files(tmp_path, circuit_json, corrupt, message):
+    p = tmp_path / 'broken.json'
+    p.write_text(corrupt(circuit_json))
+    with pytest.raises(ValueError, match=message) as e: load_circuit(p)
+    assert 'broken.json' in str(e.value)
+
+
+def test_circuit_file_nan_current(tmp_path, circuit_json):
+    d = json.loads(circuit_json); d['edge_current']['0'] = float('nan')
+    p = tmp_path / 'nan.json'; p.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match='nan.json: edge_current contains NaN'): load_circuit(p)
+
+
+# -- experiment --------------------------------------------------------------------------------------------
+def test_experiment_checkpoint_roundtrip():
+    kw = dict(n_nodes=20, n_train=2, n_test=1, batch_graphs=1, steps=4)
+    a = make_experiment('quick', 0, **kw); a.run(2)
+    buf = io.BytesIO(); torch.save(a.state_dict(), buf); buf.seek(0)      # through bytes, like a checkpoint
+    b = make_experiment('quick', 0, **kw); b.load_state_dict(torch.load(buf, weights_only=True))
+    ha, hb = a.run(), b.run()
+    assert [h['loss_eign'] for h in ha] == pytest.approx([h['loss_eign'] for h in hb], rel=1e-5)
+    snap = b.flip_display().snapshot()
+    assert snap['moved']['eign'] < 1e-5 and snap['moved']['line_graph'] > 0
+
+
+@pytest.mark.slow
+def test_reproduce_quick_claims_hold(shared_data):
+    from iclr25_nb.eign import reproduce
+    rep = reproduce('quick', seed=0, circuits_path=shared_data / 'electrical_circuits' / 'v1')
+    assert rep.all_hold, rep.claims_markdown()
