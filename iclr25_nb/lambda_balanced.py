@@ -12,7 +12,7 @@ __all__ = ['log', 'TASKS', 'EXPLORER_LAMBDAS', 'EXPLORER_SCALES', 'random_orthog
            'symlog_grid', 'LambdaBalancedConfig', 'LambdaBalancedExperiment', 'make_experiment', 'reproduce',
            'explorer_phase', 'lambda_render', 'explorer']
 
-# %% ../nbs/18_lambda_balanced.ipynb #1b49ad9e
+# %% ../nbs/18_lambda_balanced.ipynb #47899b84
 import dataclasses
 import logging
 import math
@@ -26,7 +26,7 @@ from .core import ConfigBase, Experiment, Report, Claim, Stopwatch, run_meta
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/18_lambda_balanced.ipynb #54d89651
+# %% ../nbs/18_lambda_balanced.ipynb #700703af
 def _rng(rng) -> np.random.Generator:
     "A NumPy generator from None, an int seed or a generator."
     if isinstance(rng, np.random.Generator): return rng
@@ -131,7 +131,7 @@ def task_sequence(k: int, n_in: int, n_out: int, similarity: float = 0.5, rng=No
         out.append(similarity * S0 + math.sqrt(1 - similarity ** 2) * N)
     return out
 
-# %% ../nbs/18_lambda_balanced.ipynb #560e6f9b
+# %% ../nbs/18_lambda_balanced.ipynb #33958b6f
 def balance(W1, W2) -> np.ndarray:
     "The conserved quantity W2ᵀW2 − W1W1ᵀ (Nh, Nh) of weights W1 (Nh, Ni), W2 (No, Nh)."
     W1 = _matrix(W1, 'W1'); W2 = _matrix(W2, 'W2', (None, W1.shape[0]))
@@ -185,7 +185,7 @@ def make_lambda_balanced(lmda: float, n_in: int, n_hidden: int, n_out: int, scal
     S2[extra[extra < n_out], extra[extra < n_out]] = math.sqrt(max(lmda, 0))
     return R @ S1 @ V.T, U @ S2 @ R.T
 
-# %% ../nbs/18_lambda_balanced.ipynb #aa329ac3
+# %% ../nbs/18_lambda_balanced.ipynb #280c0cd4
 _HORIZON = 5.0     # restart the closed form every _HORIZON / μ_max time units (condition number ≤ e^{2·_HORIZON})
 
 
@@ -272,7 +272,7 @@ def qqt_exact(W1_0, W2_0, Syx, t, method: str = 'stable', tol: float = 1e-6) -> 
     Z = np.concatenate([np.swapaxes(W1, -1, -2), W2], axis=-2)
     return Z @ np.swapaxes(Z, -1, -2)
 
-# %% ../nbs/18_lambda_balanced.ipynb #c0be3fd8
+# %% ../nbs/18_lambda_balanced.ipynb #661d8507
 def aligned_mode_rhs(a, s: float, lmda: float):
     "da/dt = √(λ² + 4a²) (s − a), the flow of one aligned mode."
     a = np.asarray(a, dtype=np.float64)
@@ -347,7 +347,7 @@ def aligned_mode_time(a, s: float, a0: float, lmda: float) -> float:
     t = math.log(ratio) / K
     return t if t >= 0 else math.inf
 
-# %% ../nbs/18_lambda_balanced.ipynb #73f2552d
+# %% ../nbs/18_lambda_balanced.ipynb #137386f2
 @dataclass
 class Trajectory:
     "A simulated run: times t (k,), weights W1 (k, Nh, Ni), W2 (k, No, Nh) and the loss (k,)."
@@ -395,7 +395,7 @@ def simulate_gd(W1, W2, X, Y, lr: float, steps: int, record_every: int = 1, whit
         W1s.append(W1); W2s.append(W2); losses.append(_gd_loss(W2 @ W1, Sxx, Syx, Syy_tr))
     return Trajectory(np.array(marks) * lr, np.array(W1s), np.array(W2s), np.array(losses))
 
-# %% ../nbs/18_lambda_balanced.ipynb #5bdf0234
+# %% ../nbs/18_lambda_balanced.ipynb #353a31ae
 def ntk_from_blocks(W1tW1, W2W2t, X) -> np.ndarray:
     "K = I_No ⊗ Xᵀ(W1ᵀW1)X + (W2W2ᵀ) ⊗ XᵀX, (No·P, No·P), from the representation blocks and X (Ni, P)."
     A = _matrix(W1tW1, 'W1tW1'); B = _matrix(W2W2t, 'W2W2t')
@@ -453,7 +453,7 @@ def forgetting(Sigma_i, Sigma_j, Sigma_k) -> float:
     Si = _matrix(Sigma_i, 'Sigma_i'); Sj = _matrix(Sigma_j, 'Sigma_j', Si.shape); Sk = _matrix(Sigma_k, 'Sigma_k', Si.shape)
     return float(0.5 * (np.sum((Sk - Si) ** 2) - np.sum((Sj - Si) ** 2)))
 
-# %% ../nbs/18_lambda_balanced.ipynb #f7c9a76a
+# %% ../nbs/18_lambda_balanced.ipynb #ff9405d3
 def _lambda_net(lmda, n_in, n_out, scale, seed, aligned_to=None):
     "A λ-balanced net without bottleneck (Nh = min(Ni, No)); the same seed gives the same directions for every λ."
     return make_lambda_balanced(lmda, n_in, min(n_in, n_out), n_out, scale, np.random.default_rng(seed), aligned_to)
@@ -610,7 +610,7 @@ def symlog_grid(max_abs: float = 20.0, min_abs: float = 0.01, n_side: int = 9) -
     pos = np.logspace(math.log10(min_abs), math.log10(max_abs), n_side)
     return np.concatenate([-pos[::-1], [0.0], pos])
 
-# %% ../nbs/18_lambda_balanced.ipynb #bba590de
+# %% ../nbs/18_lambda_balanced.ipynb #692e97bd
 TASKS = ('random', 'hierarchy', 'reversal', 'continual')
 
 
@@ -747,7 +747,7 @@ def make_experiment(preset: str = 'quick', seed: int = 0, **overrides) -> Lambda
     "The experiment of this paper with the `quick` or `full` preset and field overrides."
     return LambdaBalancedExperiment(LambdaBalancedConfig.preset(preset, **overrides), seed)
 
-# %% ../nbs/18_lambda_balanced.ipynb #7fefe9bd
+# %% ../nbs/18_lambda_balanced.ipynb #421ce678
 _REPRO = {
     'quick': {'tvs': {'lr': 1e-3, 'steps': 5000, 'every': 50}, 'sig': {'lr': 1e-3, 'T': 10.0},
               'phase': {'n_in': 8, 'n_out': 2, 'lmdas': None, 'scales': None, 'T': 10.0}},
@@ -868,7 +868,7 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
         'The transfer-learning application is not reproduced.']
     return rep
 
-# %% ../nbs/18_lambda_balanced.ipynb #ae687714
+# %% ../nbs/18_lambda_balanced.ipynb #39c1c3c7
 EXPLORER_LAMBDAS = (-20.0, -5.0, -1.0, -0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2, 1.0, 5.0, 20.0)
 EXPLORER_SCALES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 _PHASE_CACHE: dict = {}
