@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['log', 'index_page', 'paper_page', 'demo_page', 'routes', 'serve']
 
-# %% ../nbs/02_app.ipynb #ce775e24
+# %% ../nbs/02_app.ipynb #a38c0da3
 import functools
 import logging
 
@@ -13,7 +13,7 @@ from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #8bf6eb15
+# %% ../nbs/02_app.ipynb #5d69a743
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
     from iclr25_nb.live import _panel

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['log', 'build_parser', 'cmd_list', 'cmd_reproduce', 'cmd_train', 'cmd_serve', 'cmd_docs', 'main']
 
-# %% ../nbs/03_cli.ipynb #c87d56b8
+# %% ../nbs/03_cli.ipynb #29c47f6b
 import argparse
 import ast
 import json
@@ -18,7 +18,7 @@ from .core import PAPERS, BackgroundTrainer, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/03_cli.ipynb #b6c1944b
+# %% ../nbs/03_cli.ipynb #dec16109
 def _experiment_factory(name: str):
     "make_experiment of paper `name`, or of the core's demonstration for `demo`."
     if name == 'demo':
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument('--only', nargs='*', default=None, metavar='NAME', help='only these notebooks (stems, e.g. 00_core)')
     return p
 
-# %% ../nbs/03_cli.ipynb #cb1b2c55
+# %% ../nbs/03_cli.ipynb #8aeb5c2c
 def cmd_list(args) -> int:
     for p in PAPERS.values():
         print(f"{p.number:>3}  {p.name:<20} {'implemented' if p.implemented else 'planned    '}  {p.title}")
@@ -159,5 +159,5 @@ def main(argv=None) -> int:
     except BrokenPipeError:   # `iclr25 list | head`
         sys.stderr.close(); return 0
 
-# %% ../nbs/03_cli.ipynb #7aa91450
+# %% ../nbs/03_cli.ipynb #717bde31
 if __name__ == '__main__': sys.exit(main())

@@ -7,7 +7,7 @@ __all__ = ['log', 'CHECKPOINT_NAME', 'PAPERS', 'seed_everything', 'ConfigBase', 
            'RegressionDemo', 'NonFiniteLossError', 'save_checkpoint', 'load_checkpoint', 'BackgroundTrainer', 'Claim',
            'Report', 'Paper', 'get_paper', 'implemented_papers', 'Stopwatch', 'run_meta']
 
-# %% ../nbs/00_core.ipynb #6b63e0b9
+# %% ../nbs/00_core.ipynb #1e73c5db
 import dataclasses
 import datetime as _dt
 import html as _html
@@ -30,7 +30,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/00_core.ipynb #a79e9e1c
+# %% ../nbs/00_core.ipynb #16b7ecac
 def seed_everything(seed: int) -> torch.Generator:
     "Seed Python, NumPy and torch; return a torch `Generator` seeded with `seed` for local use."
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
@@ -38,7 +38,7 @@ def seed_everything(seed: int) -> torch.Generator:
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
     return torch.Generator().manual_seed(int(seed))
 
-# %% ../nbs/00_core.ipynb #bc06ed45
+# %% ../nbs/00_core.ipynb #87549664
 class ConfigBase:
     "Mixin for experiment configuration dataclasses: presets, validation, (de)serialisation."
     _full: dict = {}   # field overrides for the `full` preset (the defaults are the `quick` preset)
@@ -83,7 +83,7 @@ class ConfigBase:
 
     def to_dict(self) -> dict: return dataclasses.asdict(self)
 
-# %% ../nbs/00_core.ipynb #75131ff6
+# %% ../nbs/00_core.ipynb #0c819f0a
 def _to_float_dict(metrics, where: str) -> dict[str, float]:
     if not isinstance(metrics, dict):
         raise TypeError(f"{where} must return a dict of scalar metrics, got {type(metrics).__name__}")
@@ -162,7 +162,7 @@ class Experiment:
             out.append({'step': self.step_count, **m})
         return out
 
-# %% ../nbs/00_core.ipynb #397ecd9d
+# %% ../nbs/00_core.ipynb #6009b7b2
 @dataclass
 class RegressionConfig(ConfigBase):
     "Configuration of `RegressionDemo`."
@@ -209,7 +209,7 @@ class RegressionDemo(Experiment):
         return {'mse': torch.nn.functional.mse_loss(self.model(self.x), self.y).item(),
                 'slope_error': abs(self.model.weight.item() - self.config.a)}
 
-# %% ../nbs/00_core.ipynb #a832e6cd
+# %% ../nbs/00_core.ipynb #81324663
 class NonFiniteLossError(FloatingPointError):
     "Raised inside the trainer when a step returns a NaN or infinite loss."
 
@@ -238,7 +238,7 @@ def load_checkpoint(path) -> dict:
     try: return torch.load(path, weights_only=True)
     except Exception as e: raise ValueError(f"{path}: not a readable checkpoint ({e})") from e
 
-# %% ../nbs/00_core.ipynb #9f01072b
+# %% ../nbs/00_core.ipynb #30fa0fff
 class BackgroundTrainer:
     """Run `experiment` in a background thread.
 
@@ -388,7 +388,7 @@ class BackgroundTrainer:
     def __repr__(self):
         return f"BackgroundTrainer({self.experiment.name}, status={self.status}, step={self.step})"
 
-# %% ../nbs/00_core.ipynb #980f34bf
+# %% ../nbs/00_core.ipynb #8c4fa0e3
 _OPS = {'>': lambda a, b: a > b, '>=': lambda a, b: a >= b, '<': lambda a, b: a < b, '<=': lambda a, b: a <= b}
 
 
@@ -437,7 +437,7 @@ class Claim:
     def to_dict(self): return {'statement': self.statement, 'measured': _jsonable(self.measured),
                                'expected': self.expected, 'holds': bool(self.holds)}
 
-# %% ../nbs/00_core.ipynb #e4441b21
+# %% ../nbs/00_core.ipynb #f83af3be
 def _md_escape(s) -> str: return str(s).replace('|', '\\|').replace('\n', ' ')
 
 
@@ -544,7 +544,7 @@ class Report:
         (folder / 'report.json').write_text(self.to_json(), encoding='utf-8')
         return {'md': folder / 'report.md', 'json': folder / 'report.json', 'html': self.save_html(folder / 'report.html')}
 
-# %% ../nbs/00_core.ipynb #b94a3819
+# %% ../nbs/00_core.ipynb #4c416890
 @dataclass(frozen=True)
 class Paper:
     "One ICLR 2025 paper of the collection."
@@ -603,7 +603,7 @@ def implemented_papers() -> list[Paper]:
     "The papers whose module exists, in number order."
     return [p for p in _PAPERS if p.implemented]
 
-# %% ../nbs/00_core.ipynb #89d023a3
+# %% ../nbs/00_core.ipynb #10eca3ea
 class Stopwatch:
     "Context manager measuring wall-clock seconds: `with Stopwatch() as sw: ...; sw.seconds`."
     def __enter__(self): self.t0 = time.perf_counter(); self.seconds = None; return self

@@ -6,7 +6,7 @@
 __all__ = ['log', 'SKIP_FLAGS', 'LIVE_MIMES', 'LOADER_MIMES', 'CDN_HOSTS', 'PLOTLY_MIME', 'LIVE_NOTE', 'prepare_notebook',
            'execute_notebook', 'finish_notebook', 'check_offline', 'build_docs']
 
-# %% ../nbs/04_docs.ipynb #10da130e
+# %% ../nbs/04_docs.ipynb #20381ec3
 import ast
 import copy
 import json
@@ -30,7 +30,7 @@ PLOTLY_MIME = 'application/vnd.plotly.v1+json'
 LIVE_NOTE = ('*A live view appears here when the notebook runs in JupyterLab (`jupyter lab --allow-root` as root) '
              'or on its page of `iclr25 serve`; a static page cannot run a training thread.*')
 
-# %% ../nbs/04_docs.ipynb #ba564daa
+# %% ../nbs/04_docs.ipynb #6d631aef
 def _directives(src: str) -> list[str]:
     "The `#| ...` directives at the top of a code cell, lower-cased and stripped."
     out = []
@@ -52,7 +52,7 @@ def _public_names(src: str) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
             and not n.name.startswith('_')]
 
-# %% ../nbs/04_docs.ipynb #a2fc5c28
+# %% ../nbs/04_docs.ipynb #9c3f0152
 def _code(src, **meta): return {'cell_type': 'code', 'metadata': meta, 'source': src, 'outputs': [], 'execution_count': None}
 
 
@@ -81,7 +81,7 @@ def prepare_notebook(nb: dict) -> dict:
     nb['cells'] = cells
     return nb
 
-# %% ../nbs/04_docs.ipynb #a131a709
+# %% ../nbs/04_docs.ipynb #564da032
 def execute_notebook(nb: dict, cwd: Path, timeout: int = 900) -> dict:
     "Run the code cells not flagged to skip, with nbclient in a fresh kernel (plotly figures as JSON outputs)."
     import nbformat
@@ -100,7 +100,7 @@ def execute_notebook(nb: dict, cwd: Path, timeout: int = 900) -> dict:
             c.update(cell_type='code', outputs=[], execution_count=None)
     return done
 
-# %% ../nbs/04_docs.ipynb #1bffb508
+# %% ../nbs/04_docs.ipynb #f156b28e
 _QUARTO_ATTRS = re.compile(r'\{(?:target|\.)[^}]*\}')
 
 
@@ -142,7 +142,7 @@ def finish_notebook(nb: dict) -> dict:
         c['outputs'] = outs
     return nb
 
-# %% ../nbs/04_docs.ipynb #d71d5cd7
+# %% ../nbs/04_docs.ipynb #5df67f6e
 def _site_config(src: Path, pages: list[tuple[str, str]]) -> dict:
     return {
         'site_name': 'iclr25_nb', 'docs_dir': str(src), 'use_directory_urls': False,
@@ -195,7 +195,7 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #188eae90
+# %% ../nbs/04_docs.ipynb #46c2d4ae
 def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[str] | None = None,
                timeout: int = 900) -> Path:
     "Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`."

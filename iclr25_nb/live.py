@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['log', 'history_series', 'curves_figure', 'LiveView', 'demo_render', 'demo_explorer']
 
-# %% ../nbs/01_live.ipynb #41ebdbc2
+# %% ../nbs/01_live.ipynb #66f1695b
 import logging
 import time
 from typing import Callable
@@ -14,7 +14,7 @@ from .core import BackgroundTrainer, Experiment
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/01_live.ipynb #80bb8baf
+# %% ../nbs/01_live.ipynb #81a8e8c4
 def _panel():
     import panel as pn
     if not getattr(_panel, 'loaded', False):
@@ -42,7 +42,7 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
     if log_y: fig.update_yaxes(type='log')
     return fig
 
-# %% ../nbs/01_live.ipynb #7ecf0034
+# %% ../nbs/01_live.ipynb #0f05afe2
 class LiveView:
     """A live explorer: controls, start/pause/stop, a status line and plotly figures redrawn from a
     `BackgroundTrainer` every `period_ms` while it runs. `LiveView` is a Panel viewer: display it in a notebook,
@@ -182,7 +182,7 @@ class LiveView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self.layout._repr_mimebundle_(include, exclude)
 
-# %% ../nbs/01_live.ipynb #da73699e
+# %% ../nbs/01_live.ipynb #0b475008
 def demo_render(snap, history, exp):
     "Figures of the regression demo: the data with the fitted line, and the loss curve."
     import plotly.graph_objects as go

@@ -6,7 +6,7 @@
 Cells are separated by lines `# %%` (code) or `# %% [markdown]` (markdown; every line of a markdown
 cell is prefixed by `# `). The notebook stays the source of truth; the text form is a working copy.
 """
-import json, sys
+import hashlib, json, sys
 from pathlib import Path
 
 CODE, MD = '# %%', '# %% [markdown]'
@@ -44,6 +44,8 @@ def to_nb(py_text):
         else:
             buf.append(line)
     if kind: cells.append(_cell(kind, buf))
+    for i, c in enumerate(cells):   # stable ids, so exporting the same text twice gives the same library
+        c['id'] = hashlib.sha1(f"{i}:{''.join(c['source'])}".encode()).hexdigest()[:8]
     return {'cells': cells, 'metadata': {'kernelspec': {'display_name': 'python3', 'language': 'python', 'name': 'python3'}},
             'nbformat': 4, 'nbformat_minor': 5}
 
