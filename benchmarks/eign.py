@@ -65,7 +65,7 @@ def run(sizes, channels: int = 16):
         rows.append(dict(m=m, line_graph_edges=int(src.numel()), ours_build_s=t_build, pyg_build_s=t_pyg_build,
                          ours_apply_s=t_apply, pyg_apply_s=t_pyg_apply, apply_ratio=t_apply / t_pyg_apply,
                          build_ratio=t_build / t_pyg_build, max_abs_diff=agree, magnetic_apply_s=t_mag,
-                         ours_MB=4 * m * (8 + 8 + 8) / 2**20, dense_complex_GB=m * m * 8 / 2**30))
+                         ours_MB=sum(t.numel() * t.element_size() for t in (op.rows, op.cols, op.b_src, op.b_dst, op.deg_inv_sqrt)) / 2**20, dense_complex_GB=m * m * 8 / 2**30))
     return rows
 
 
