@@ -9,10 +9,10 @@ __all__ = ['log', 'TASKS', 'EXPLORER_LAMBDAS', 'EXPLORER_SCALES', 'random_orthog
            'aligned_mode', 'aligned_mode_time', 'Trajectory', 'simulate_gd', 'ntk_from_blocks', 'ntk',
            'kernel_distance', 'kernel_distance_qqt', 'rsm_input', 'rsm_output', 'forgetting', 'run_theory_vs_sim',
            'run_regime_sweep', 'run_sigmoid_vs_exponential', 'run_reversal', 'run_continual', 'run_phase_diagram',
-           'symlog_grid', 'LambdaBalancedConfig', 'LambdaBalancedExperiment', 'make_experiment', 'reproduce',
-           'explorer_phase', 'lambda_render', 'explorer']
+           'anisotropy', 'run_representations', 'run_saddle_census', 'symlog_grid', 'LambdaBalancedConfig',
+           'LambdaBalancedExperiment', 'make_experiment', 'reproduce', 'explorer_phase', 'lambda_render', 'explorer']
 
-# %% ../nbs/18_lambda_balanced.ipynb #47899b84
+# %% ../nbs/18_lambda_balanced.ipynb #20d29050
 import dataclasses
 import logging
 import math
@@ -26,7 +26,7 @@ from .core import ConfigBase, Experiment, Report, Claim, Stopwatch, run_meta
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/18_lambda_balanced.ipynb #700703af
+# %% ../nbs/18_lambda_balanced.ipynb #1ea57790
 def _rng(rng) -> np.random.Generator:
     "A NumPy generator from None, an int seed or a generator."
     if isinstance(rng, np.random.Generator): return rng
@@ -131,7 +131,7 @@ def task_sequence(k: int, n_in: int, n_out: int, similarity: float = 0.5, rng=No
         out.append(similarity * S0 + math.sqrt(1 - similarity ** 2) * N)
     return out
 
-# %% ../nbs/18_lambda_balanced.ipynb #33958b6f
+# %% ../nbs/18_lambda_balanced.ipynb #0b383349
 def balance(W1, W2) -> np.ndarray:
     "The conserved quantity W2ᵀW2 − W1W1ᵀ (Nh, Nh) of weights W1 (Nh, Ni), W2 (No, Nh)."
     W1 = _matrix(W1, 'W1'); W2 = _matrix(W2, 'W2', (None, W1.shape[0]))
@@ -185,7 +185,7 @@ def make_lambda_balanced(lmda: float, n_in: int, n_hidden: int, n_out: int, scal
     S2[extra[extra < n_out], extra[extra < n_out]] = math.sqrt(max(lmda, 0))
     return R @ S1 @ V.T, U @ S2 @ R.T
 
-# %% ../nbs/18_lambda_balanced.ipynb #280c0cd4
+# %% ../nbs/18_lambda_balanced.ipynb #4c7887d0
 _HORIZON = 5.0     # restart the closed form every _HORIZON / μ_max time units (condition number ≤ e^{2·_HORIZON})
 
 
@@ -272,7 +272,7 @@ def qqt_exact(W1_0, W2_0, Syx, t, method: str = 'stable', tol: float = 1e-6) -> 
     Z = np.concatenate([np.swapaxes(W1, -1, -2), W2], axis=-2)
     return Z @ np.swapaxes(Z, -1, -2)
 
-# %% ../nbs/18_lambda_balanced.ipynb #661d8507
+# %% ../nbs/18_lambda_balanced.ipynb #53b87089
 def aligned_mode_rhs(a, s: float, lmda: float):
     "da/dt = √(λ² + 4a²) (s − a), the flow of one aligned mode."
     a = np.asarray(a, dtype=np.float64)
@@ -347,7 +347,7 @@ def aligned_mode_time(a, s: float, a0: float, lmda: float) -> float:
     t = math.log(ratio) / K
     return t if t >= 0 else math.inf
 
-# %% ../nbs/18_lambda_balanced.ipynb #137386f2
+# %% ../nbs/18_lambda_balanced.ipynb #ed8a6ec9
 @dataclass
 class Trajectory:
     "A simulated run: times t (k,), weights W1 (k, Nh, Ni), W2 (k, No, Nh) and the loss (k,)."
@@ -395,7 +395,7 @@ def simulate_gd(W1, W2, X, Y, lr: float, steps: int, record_every: int = 1, whit
         W1s.append(W1); W2s.append(W2); losses.append(_gd_loss(W2 @ W1, Sxx, Syx, Syy_tr))
     return Trajectory(np.array(marks) * lr, np.array(W1s), np.array(W2s), np.array(losses))
 
-# %% ../nbs/18_lambda_balanced.ipynb #353a31ae
+# %% ../nbs/18_lambda_balanced.ipynb #ad044646
 def ntk_from_blocks(W1tW1, W2W2t, X) -> np.ndarray:
     "K = I_No ⊗ Xᵀ(W1ᵀW1)X + (W2W2ᵀ) ⊗ XᵀX, (No·P, No·P), from the representation blocks and X (Ni, P)."
     A = _matrix(W1tW1, 'W1tW1'); B = _matrix(W2W2t, 'W2W2t')
@@ -453,7 +453,7 @@ def forgetting(Sigma_i, Sigma_j, Sigma_k) -> float:
     Si = _matrix(Sigma_i, 'Sigma_i'); Sj = _matrix(Sigma_j, 'Sigma_j', Si.shape); Sk = _matrix(Sigma_k, 'Sigma_k', Si.shape)
     return float(0.5 * (np.sum((Sk - Si) ** 2) - np.sum((Sj - Si) ** 2)))
 
-# %% ../nbs/18_lambda_balanced.ipynb #ff9405d3
+# %% ../nbs/18_lambda_balanced.ipynb #9d9f9259
 def _lambda_net(lmda, n_in, n_out, scale, seed, aligned_to=None):
     "A λ-balanced net without bottleneck (Nh = min(Ni, No)); the same seed gives the same directions for every λ."
     return make_lambda_balanced(lmda, n_in, min(n_in, n_out), n_out, scale, np.random.default_rng(seed), aligned_to)
@@ -605,12 +605,49 @@ def run_phase_diagram(n_in=8, n_out=2, lmdas=None, scales=None, T=10.0, seed=0) 
     return {'lmdas': lmdas, 'scales': scales, 'log10_S': logS, 'loss': loss}
 
 
+def anisotropy(R) -> float:
+    "||R − (tr R / n) I||_F / ||R||_F: 0 for an isotropic (task-agnostic) representation, larger when task-shaped."
+    R = _matrix(R, 'R')
+    return float(np.linalg.norm(R - np.trace(R) / R.shape[0] * np.eye(R.shape[0])) / np.linalg.norm(R))
+
+
+def run_representations(lmdas=(-5.0, 0.0, 5.0), n=4, scale=0.05, T=60.0, seed=0) -> dict:
+    """Converged representations under the exact flow from aligned initialisation (so that λ = 0 cannot stop at a
+    saddle for long, see `run_saddle_census`). On a square random task: the anisotropy of W1ᵀW1 (input)
+    and W2W2ᵀ (output) for each λ. On the hierarchical task: the item × item similarity of each layer,
+    Xᵀ W1ᵀW1 X (input) and Yᵀ (W2W2ᵀ)⁺ Y (output)."""
+    rng = np.random.default_rng(seed)
+    X, Y = random_task(n, n, n, rng); S = sigma_yx(X, Y)
+    Xh, Yh = hierarchy_task(2); Sh = sigma_yx(Xh, Yh)
+    net_seed = int(rng.integers(2 ** 31))
+    out = {'anisotropy': {}, 'rsm': {}}
+    for lmda in lmdas:
+        W1, W2 = _lambda_net(lmda, n, n, scale, net_seed, aligned_to=S)
+        A, _, B = split_qqt(qqt_exact(W1, W2, S, T), n)
+        out['anisotropy'][lmda] = {'input': anisotropy(A), 'output': anisotropy(B)}
+        W1, W2 = _lambda_net(lmda, 4, 7, scale, net_seed, aligned_to=Sh)
+        A, _, B = split_qqt(qqt_exact(W1, W2, Sh, T), 4)
+        out['rsm'][lmda] = {'input': rsm_input(A, Xh), 'output': rsm_output(B, Yh)}
+    return out
+
+
+def run_saddle_census(lmdas=(0.0, 0.5), draws=40, n=4, scale=0.05, T=80.0, seed=0) -> dict:
+    """Fraction of random (unaligned) λ-balanced initialisations whose exact flow has not reached the task by T
+    (loss > 1e-6): at λ = 0 some start with a nearly singular B (the paper's assumption 4) and leave a saddle
+    only slowly."""
+    rng = np.random.default_rng(seed)
+    X, Y = random_task(2 * n, n, n, rng); S = sigma_yx(X, Y)
+    seeds = rng.integers(2 ** 31, size=draws)
+    return {l: float(np.mean([_product_loss(qqt_exact(*_lambda_net(l, n, n, scale, int(k)), S, T), S, n) > 1e-6
+                              for k in seeds])) for l in lmdas}
+
+
 def symlog_grid(max_abs: float = 20.0, min_abs: float = 0.01, n_side: int = 9) -> np.ndarray:
     "λ values on a symmetric log scale: −max … −min, 0, min … max (2·n_side + 1 values)."
     pos = np.logspace(math.log10(min_abs), math.log10(max_abs), n_side)
     return np.concatenate([-pos[::-1], [0.0], pos])
 
-# %% ../nbs/18_lambda_balanced.ipynb #692e97bd
+# %% ../nbs/18_lambda_balanced.ipynb #3e3ee709
 TASKS = ('random', 'hierarchy', 'reversal', 'continual')
 
 
@@ -747,7 +784,7 @@ def make_experiment(preset: str = 'quick', seed: int = 0, **overrides) -> Lambda
     "The experiment of this paper with the `quick` or `full` preset and field overrides."
     return LambdaBalancedExperiment(LambdaBalancedConfig.preset(preset, **overrides), seed)
 
-# %% ../nbs/18_lambda_balanced.ipynb #421ce678
+# %% ../nbs/18_lambda_balanced.ipynb #48203710
 _REPRO = {
     'quick': {'tvs': {'lr': 1e-3, 'steps': 5000, 'every': 50}, 'sig': {'lr': 1e-3, 'T': 10.0},
               'phase': {'n_in': 8, 'n_out': 2, 'lmdas': None, 'scales': None, 'T': 10.0}},
@@ -795,6 +832,8 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
         con = run_continual(seed=seed)
         con0 = run_continual(lmdas=(0.0,), seed=seed)
         ph = run_phase_diagram(seed=seed, **ph_args)
+        rp = run_representations(seed=seed)
+        census = run_saddle_census(seed=seed)
     rep = Report('lambda_balanced', 'From lazy to rich: exact learning dynamics of λ-balanced linear networks',
                  meta=run_meta(preset, seed, sw.seconds))
     err = max(r['rel_err'] for r in tvs['rows'])
@@ -816,6 +855,12 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
     rep.add_row('continual, λ = 0 (same horizon)', metric='max |forgetting − closed form|', value=con0['max_err'])
     rep.add_row('continual, λ ∈ {±0.5, ±2}', metric='max spread of the task-1 loss during training', value=con['transient_spread'])
 
+    for l, frac in census.items():
+        rep.add_row(f"random init, λ={l:g}, 4-4-4, 40 draws", metric='fraction still near a saddle at t=80 (loss > 1e-6)', value=frac)
+    an = rp['anisotropy']
+    for l, v in an.items():
+        rep.add_row(f"converged representations, λ={l:g}", metric='anisotropy of W1ᵀW1 / of W2W2ᵀ',
+                    value=f"{v['input']:.3g} / {v['output']:.3g}")
     ordered = sorted(reg['rows'], key=lambda r: abs(r['lmda']))
     ups = sum(1 for neg in (True, False) for a, b in zip([r for r in ordered if (r['lmda'] < 0) == neg],
               [r for r in ordered if (r['lmda'] < 0) == neg][1:]) if b['kernel_distance'] > a['kernel_distance'])
@@ -833,6 +878,12 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
                                 rev['curves'][0.0].min() / rev['saddle'], '>=', 0.99))
     rep.add_claim(Claim.compare('Reversal, λ=±1: final loss', max(rev['curves'][1.0][-1], rev['curves'][-1.0][-1]), '<', 1e-3))
     rep.add_claim(Claim.between('Reversal escape time grows like ln(1/|λ|)/s: fitted slope (s=1)', rev['escape_slope'], 0.95, 1.05))
+    rep.add_claim(Claim.compare('λ=+5: output layer task-agnostic, input task-specific: anisotropy(W2W2ᵀ) / anisotropy(W1ᵀW1)',
+                                an[5.0]['output'] / an[5.0]['input'], '<', 0.2))
+    rep.add_claim(Claim.compare('λ=−5: input layer task-agnostic, output task-specific: anisotropy(W1ᵀW1) / anisotropy(W2W2ᵀ)',
+                                an[-5.0]['input'] / an[-5.0]['output'], '<', 0.2))
+    rep.add_claim(Claim.between('λ=0: both layers equally task-specific: anisotropy ratio output / input',
+                                an[0.0]['output'] / an[0.0]['input'], 0.9, 1.1))
     rep.add_claim(Claim.compare('Forgetting at convergence equals ½(||Σk−Σi||² − ||Σj−Σi||²) for every λ: max error', con['max_err'], '<', 1e-6))
     rep.add_claim(Claim.compare('Forgetting is λ-independent: spread across λ', con['spread'], '<', 1e-6))
 
@@ -860,15 +911,28 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
     for l, c in con['transients'].items(): f.add_scatter(x=con['t'], y=c, mode='lines', name=f'λ={l:g}')
     rep.figures['continual'] = f
     rep.figures['phase_diagram'] = _phase_figure(ph)
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    ls = list(rp['rsm'])
+    f = make_subplots(rows=2, cols=len(ls), subplot_titles=[f"{side} RSM, λ={l:g}" for side in ('input', 'output') for l in ls])
+    for j, l in enumerate(ls):
+        for i, side in enumerate(('input', 'output')):
+            R = rp['rsm'][l][side]
+            f.add_trace(go.Heatmap(z=R[::-1] / np.abs(R).max(), colorscale='RdBu', zmid=0, zmin=-1, zmax=1,
+                                   showscale=(i == 0 and j == 0)), i + 1, j + 1)
+    f.update_layout(title='hierarchical task: item × item similarity of each layer at convergence (scaled to max 1)',
+                    height=520, margin=dict(l=30, r=10, t=70, b=30))
+    rep.figures['representations'] = f
     rep.notes += [
         'All experiments are at the paper\'s own small scale (at most 20 units per layer); the paper reports figures, not tables.',
         'The general solution is evaluated in the eigenbasis of F and restarted from its exact factor every 5/μ_max time units for stability, instead of the paper\'s B-matrix form.',
         'Forgetting is checked for λ ∈ {±0.5, ±2}; at λ = 0 a task switch can pass near the zero-balanced saddle, so the network has not converged within the same horizon (the λ = 0 row).',
         'The λ = 0 reversal is evaluated with the aligned closed form; the general Riccati formula in float64 leaves the saddle once round-off (~1e-16) is amplified by the unstable direction.',
-        'The transfer-learning application is not reproduced.']
+        'The transfer-learning application is not reproduced.',
+        'Converged representations are measured from aligned initialisation: from random λ = 0 initialisations a fraction of runs lingers near a saddle (the census row), which is the paper\'s "B invertible" assumption.']
     return rep
 
-# %% ../nbs/18_lambda_balanced.ipynb #39c1c3c7
+# %% ../nbs/18_lambda_balanced.ipynb #60cd488b
 EXPLORER_LAMBDAS = (-20.0, -5.0, -1.0, -0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2, 1.0, 5.0, 20.0)
 EXPLORER_SCALES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 _PHASE_CACHE: dict = {}
