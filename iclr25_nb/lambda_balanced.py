@@ -272,7 +272,7 @@ def qqt_exact(W1_0, W2_0, Syx, t, method: str = 'stable', tol: float = 1e-6) -> 
     Z = np.concatenate([np.swapaxes(W1, -1, -2), W2], axis=-2)
     return Z @ np.swapaxes(Z, -1, -2)
 
-# %% ../nbs/18_lambda_balanced.ipynb #53b87089
+# %% ../nbs/18_lambda_balanced.ipynb #460f048a
 def aligned_mode_rhs(a, s: float, lmda: float):
     "da/dt = √(λ² + 4a²) (s − a), the flow of one aligned mode."
     a = np.asarray(a, dtype=np.float64)
@@ -347,7 +347,7 @@ def aligned_mode_time(a, s: float, a0: float, lmda: float) -> float:
     t = math.log(ratio) / K
     return t if t >= 0 else math.inf
 
-# %% ../nbs/18_lambda_balanced.ipynb #ed8a6ec9
+# %% ../nbs/18_lambda_balanced.ipynb #4b830955
 @dataclass
 class Trajectory:
     "A simulated run: times t (k,), weights W1 (k, Nh, Ni), W2 (k, No, Nh) and the loss (k,)."
@@ -395,7 +395,7 @@ def simulate_gd(W1, W2, X, Y, lr: float, steps: int, record_every: int = 1, whit
         W1s.append(W1); W2s.append(W2); losses.append(_gd_loss(W2 @ W1, Sxx, Syx, Syy_tr))
     return Trajectory(np.array(marks) * lr, np.array(W1s), np.array(W2s), np.array(losses))
 
-# %% ../nbs/18_lambda_balanced.ipynb #ad044646
+# %% ../nbs/18_lambda_balanced.ipynb #c3bd47b5
 def ntk_from_blocks(W1tW1, W2W2t, X) -> np.ndarray:
     "K = I_No ⊗ Xᵀ(W1ᵀW1)X + (W2W2ᵀ) ⊗ XᵀX, (No·P, No·P), from the representation blocks and X (Ni, P)."
     A = _matrix(W1tW1, 'W1tW1'); B = _matrix(W2W2t, 'W2W2t')
@@ -453,7 +453,7 @@ def forgetting(Sigma_i, Sigma_j, Sigma_k) -> float:
     Si = _matrix(Sigma_i, 'Sigma_i'); Sj = _matrix(Sigma_j, 'Sigma_j', Si.shape); Sk = _matrix(Sigma_k, 'Sigma_k', Si.shape)
     return float(0.5 * (np.sum((Sk - Si) ** 2) - np.sum((Sj - Si) ** 2)))
 
-# %% ../nbs/18_lambda_balanced.ipynb #9d9f9259
+# %% ../nbs/18_lambda_balanced.ipynb #fb6f41ee
 def _lambda_net(lmda, n_in, n_out, scale, seed, aligned_to=None):
     "A λ-balanced net without bottleneck (Nh = min(Ni, No)); the same seed gives the same directions for every λ."
     return make_lambda_balanced(lmda, n_in, min(n_in, n_out), n_out, scale, np.random.default_rng(seed), aligned_to)
@@ -647,7 +647,7 @@ def symlog_grid(max_abs: float = 20.0, min_abs: float = 0.01, n_side: int = 9) -
     pos = np.logspace(math.log10(min_abs), math.log10(max_abs), n_side)
     return np.concatenate([-pos[::-1], [0.0], pos])
 
-# %% ../nbs/18_lambda_balanced.ipynb #3e3ee709
+# %% ../nbs/18_lambda_balanced.ipynb #6b2ab4be
 TASKS = ('random', 'hierarchy', 'reversal', 'continual')
 
 
@@ -784,7 +784,7 @@ def make_experiment(preset: str = 'quick', seed: int = 0, **overrides) -> Lambda
     "The experiment of this paper with the `quick` or `full` preset and field overrides."
     return LambdaBalancedExperiment(LambdaBalancedConfig.preset(preset, **overrides), seed)
 
-# %% ../nbs/18_lambda_balanced.ipynb #48203710
+# %% ../nbs/18_lambda_balanced.ipynb #b877d5a1
 _REPRO = {
     'quick': {'tvs': {'lr': 1e-3, 'steps': 5000, 'every': 50}, 'sig': {'lr': 1e-3, 'T': 10.0},
               'phase': {'n_in': 8, 'n_out': 2, 'lmdas': None, 'scales': None, 'T': 10.0}},
@@ -932,7 +932,7 @@ def reproduce(preset: str = 'quick', seed: int = 0) -> Report:
         'Converged representations are measured from aligned initialisation: from random λ = 0 initialisations a fraction of runs lingers near a saddle (the census row), which is the paper\'s "B invertible" assumption.']
     return rep
 
-# %% ../nbs/18_lambda_balanced.ipynb #60cd488b
+# %% ../nbs/18_lambda_balanced.ipynb #47cd8d24
 EXPLORER_LAMBDAS = (-20.0, -5.0, -1.0, -0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2, 1.0, 5.0, 20.0)
 EXPLORER_SCALES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 _PHASE_CACHE: dict = {}
