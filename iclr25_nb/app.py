@@ -5,15 +5,14 @@
 # %% auto #0
 __all__ = ['log', 'index_page', 'paper_page', 'demo_page', 'routes', 'serve']
 
-# %% ../nbs/02_app.ipynb #a38c0da3
-import functools
+# %% ../nbs/02_app.ipynb #3fb37ddf
 import logging
 
 from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #5d69a743
+# %% ../nbs/02_app.ipynb #9153bb83
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
     from iclr25_nb.live import _panel
@@ -47,8 +46,15 @@ def demo_page():
 def routes() -> dict:
     "URL path → page function for every page of the app."
     r = {'/': index_page, '/demo': demo_page}
-    for p in implemented_papers(): r[f'/{p.name}'] = functools.partial(paper_page, p.name)
+    for p in implemented_papers(): r[f'/{p.name}'] = _page_function(p.name)
     return r
+
+
+def _page_function(name: str):
+    "A plain function per page: Panel calls functions per session (it would render a `functools.partial` as text)."
+    def page(): return paper_page(name)
+    page.__name__ = f'page_{name}'
+    return page
 
 
 def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list | None = None, show: bool = False, **kwargs):

@@ -42,7 +42,7 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
     if log_y: fig.update_yaxes(type='log')
     return fig
 
-# %% ../nbs/01_live.ipynb #0f05afe2
+# %% ../nbs/01_live.ipynb #7db88f4f
 class LiveView:
     """A live explorer: controls, start/pause/stop, a status line and plotly figures redrawn from a
     `BackgroundTrainer` every `period_ms` while it runs. `LiveView` is a Panel viewer: display it in a notebook,
@@ -50,10 +50,12 @@ class LiveView:
 
     def __init__(self, make_experiment: Callable[..., Experiment], render: Callable, controls: dict | None = None,
                  actions: dict | None = None, title: str = '', description: str = '', period_ms: int = 300,
-                 ncols: int = 2, figure_height: int = 340, autostart: bool = False):
+                 ncols: int = 2, figure_height: int = 340, autostart: bool = False, view_controls: dict | None = None):
         pn = _panel()
         self.make_experiment, self.render, self.title = make_experiment, render, title
         self.controls = dict(controls or {})
+        self.view_controls = dict(view_controls or {})   # change only the drawing (a time slider): no new run
+        for w in self.view_controls.values(): w.param.watch(lambda e: self.refresh(force=True), 'value')
         self.period_ms, self.ncols, self.figure_height = period_ms, ncols, figure_height
         self.trainer: BackgroundTrainer | None = None
         self.renders, self._last_drawn, self._callback = 0, None, None
@@ -74,7 +76,7 @@ class LiveView:
         self.new_run()
         figs = self._render()
         self.panes = {k: pn.pane.Plotly(f, sizing_mode='stretch_width', height=figure_height) for k, f in figs.items()}
-        widgets = list(self.controls.values())
+        widgets = list(self.controls.values()) + list(self.view_controls.values())
         side = pn.Column(*([pn.pane.Markdown(description)] if description else []),
                          pn.Row(self.start_button, self.pause_button), pn.Row(self.stop_button, self.reset_button),
                          *self.action_buttons, *widgets, width=300)
@@ -129,7 +131,8 @@ class LiveView:
         exp = t.experiment if t is not None else None
         snap = t.latest if t is not None else None
         if snap is None and exp is not None and not (t and t.alive): snap = exp.snapshot()
-        figs = self.render(snap, t.history if t is not None else [], exp)
+        view = {k: w.value for k, w in self.view_controls.items()}
+        figs = self.render(snap, t.history if t is not None else [], exp, **view)
         if not isinstance(figs, dict): raise TypeError(f"render must return a dict of plotly figures, got {type(figs).__name__}")
         self.renders += 1
         return figs
@@ -147,6 +150,7 @@ class LiveView:
 
     def refresh(self, force: bool = False):
         "Redraw the figures if the trainer has moved on since the last drawing (called by the periodic callback)."
+        if not hasattr(self, 'panes'): return False     # still being built
         t = self.trainer
         key = (id(t), t.step if t else None, t.status if t else None, id(t.latest) if t else None)
         self._update_status()
