@@ -679,7 +679,7 @@ def reversal_change(model: nn.Module, task: EdgeTask) -> float:
     rev = EdgeTask(task.graph.reverse(d), s * task.x_equ, task.x_inv, s * task.y, task.mask)
     return (s * predict(model, rev) - predict(model, task)).abs().max().item()
 
-# %% ../nbs/21_eign.ipynb #284132ee
+# %% ../nbs/21_eign.ipynb #1faee7b5
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -704,7 +704,7 @@ class EIGNConfig(ConfigBase):
     models: tuple = ('eign', 'eign_q0', 'hodge_inv', 'line_graph', 'mlp')
     show: str = 'eign'                  # the model drawn in the network view (or 'truth')
     _full = {'n_nodes': 150, 'n_train': 60, 'n_test': 20, 'batch_graphs': 10, 'hidden': 32, 'hidden_node': 32,
-             'layers': 4, 'lr': 3e-3, 'steps': 1500, 'models': ('eign', 'eign_q0', 'hodge', 'hodge_inv', 'line_graph', 'mlp')}
+             'layers': 4, 'lr': 3e-3, 'steps': 600, 'models': ('eign', 'eign_q0', 'hodge', 'hodge_inv', 'line_graph', 'mlp')}
 
     def validate(self):
         self.require(self.task in TASKS, 'task', f"must be one of {TASKS}")
