@@ -679,7 +679,7 @@ def reversal_change(model: nn.Module, task: EdgeTask) -> float:
     rev = EdgeTask(task.graph.reverse(d), s * task.x_equ, task.x_inv, s * task.y, task.mask)
     return (s * predict(model, rev) - predict(model, task)).abs().max().item()
 
-# %% ../nbs/21_eign.ipynb #1faee7b5
+# %% ../nbs/21_eign.ipynb #999d1b99
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -702,7 +702,6 @@ class EIGNConfig(ConfigBase):
     steps: int = 160
     eval_every: int = 10
     models: tuple = ('eign', 'eign_q0', 'hodge_inv', 'line_graph', 'mlp')
-    show: str = 'eign'                  # the model drawn in the network view (or 'truth')
     _full = {'n_nodes': 150, 'n_train': 60, 'n_test': 20, 'batch_graphs': 10, 'hidden': 32, 'hidden_node': 32,
              'layers': 4, 'lr': 3e-3, 'steps': 600, 'models': ('eign', 'eign_q0', 'hodge', 'hodge_inv', 'line_graph', 'mlp')}
 
@@ -722,7 +721,6 @@ class EIGNConfig(ConfigBase):
         self.require(self.steps >= 1, 'steps', 'must be at least 1')
         self.require(self.eval_every >= 1, 'eval_every', 'must be at least 1')
         self.require(len(self.models) >= 1 and all(m in MODELS for m in self.models), 'models', f"must be names from {list(MODELS)}")
-        self.require(self.show in _show_options(self.models), 'show', f"must be one of {_show_options(self.models)}")
 
 
 def small_operator_graph(frac_directed: float = 0.3, seed: int = 0) -> EdgeGraph:
@@ -966,30 +964,30 @@ def reproduce(preset: str = 'quick', seed: int = 0, circuits_path=None) -> Repor
     rep.figures['operator'] = operator_figure(snap['operator'], exp.config.q)
     return rep
 
-# %% ../nbs/21_eign.ipynb #a98dc31b
-def explorer(steps: int = 100_000, autostart: bool = False):
+# %% ../nbs/21_eign.ipynb #70765c5a
+def explorer(steps: int = 100_000, autostart: bool = False, **config):
     "Live view of `EIGNExperiment`: the network, flip buttons, model selector, RMSE curves and an operator heat map."
     import panel as pn
     from iclr25_nb.live import LiveView, curves_figure
-    models = EIGNConfig().models
-    controls = {'show': pn.widgets.Select(name='model drawn', options=_show_options(models), value='eign'),
-                'q': pn.widgets.FloatSlider(name='phase q (absolute)', start=0.0, end=1.0, step=0.05, value=0.1),
-                'frac_directed': pn.widgets.FloatSlider(name='fraction of directed edges', start=0.0, end=0.5, step=0.05, value=0.3),
-                'task': pn.widgets.Select(name='task', options=list(TASKS), value='simulate'),
-                'noise': pn.widgets.FloatSlider(name='denoising noise', start=0.0, end=2.0, step=0.1, value=0.5),
-                'layers': pn.widgets.IntSlider(name='layers', start=1, end=4, step=1, value=3)}
+    models = EIGNConfig(**{k: v for k, v in config.items() if k == 'models'}).models
+    controls = {'q': pn.widgets.FloatSlider(label='phase q (absolute)', start=0.0, end=1.0, step=0.05, value=0.1),
+                'frac_directed': pn.widgets.FloatSlider(label='fraction of directed edges', start=0.0, end=0.5, step=0.05, value=0.3),
+                'task': pn.widgets.Select(label='task', options=list(TASKS), value='simulate'),
+                'noise': pn.widgets.FloatSlider(label='denoising noise', start=0.0, end=2.0, step=0.1, value=0.5),
+                'layers': pn.widgets.IntSlider(label='layers', start=1, end=4, step=1, value=3)}
+    view_controls = {'show': pn.widgets.Select(label='model drawn', options=_show_options(models), value=models[0])}
 
-    def render(snap, history, exp):
+    def render(snap, history, exp, show=models[0]):
         if exp is not None and (snap is None or snap.get('version') != exp.version): snap = exp.snapshot()
-        show = controls['show'].value if snap is not None and (controls['show'].value in snap['preds'] or controls['show'].value == 'truth') else 'eign'
-        figs = {'network': network_figure(snap, show), 'moved': moved_figure(snap),
+        if show != 'truth' and show not in snap['preds']: show = next(iter(snap['preds']))
+        return {'network': network_figure(snap, show), 'moved': moved_figure(snap),
                 'rmse': curves_figure(history, [f'rmse_{k}' for k in snap['preds']], 'test RMSE (flow scales)'),
                 'operator': operator_figure(snap['operator'], snap['q'])}
-        return figs
 
-    make = lambda **kw: make_experiment('quick', steps=steps, **kw)
+    make = lambda **kw: make_experiment('quick', **{'steps': steps, **config, **kw})
     actions = {'Flip random undirected edges': lambda e: e.flip_display() if e is not None else None,
                'Reset orientation': lambda e: e.reset_orientation() if e is not None else None}
     return LiveView(make, render, controls, actions, title='EIGN: orientation equivariance, live', autostart=autostart,
+                    view_controls=view_controls,
                     description='Start trains EIGN and its baselines side by side on pipe networks with check valves. '
                                 'Flip random undirected edges: EIGN\'s flow arrows stay put, the line-graph GCN\'s move.')
