@@ -1,0 +1,326 @@
+"""Properties of the noisy-trajectories metrics (Procrustes, SSD, full W2, causal OT) and bad-input tests."""
+import math
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from iclr25_nb import noisy_trajectories as nt
+from iclr25_nb.noisy_trajectories import (GaussianProcessSummary, procrustes_distance, ssd, gp_w2, causal_ot, distance,
+                                          objective_at, block_cholesky, bures_sq, adapted_bures_sq, METRICS)
+
+
+def random_gp(T, N, rng, mean_scale=1.0, ridge=0.1):
+    W = rng.standard_normal((T * N, T * N)) / math.sqrt(T * N)
+    return GaussianProcessSummary(mean_scale * rng.standard_normal((T, N)), W @ W.T + ridge * np.eye(T * N))
+
+
+def rand_orth(N, rng):
+    Q, R = np.linalg.qr(rng.standard_normal((N, N)))
+    return Q * np.sign(np.diag(R))
+
+
+# ---- closed forms and special cases ---------------------------------------------------------------------------------
+@pytest.mark.parametrize('gamma,eps', [(0.7, 0.5), (2.0, 1.3), (0.0, 1.0)])
+def test_two_step_analytic(gamma, eps):
+    X, Y = nt.two_step_process(gamma, eps)
+    assert abs(ssd(X, Y).value - eps) < 1e-8
+    assert abs(gp_w2(X, Y).value - eps) < 1e-8
+    assert abs(causal_ot(X, Y).value - eps * math.sqrt(1 + 2 * gamma ** 2)) < 1e-8
+
+
+@pytest.mark.parametrize('T', [1, 2, 5, 9])
+def test_constant_vs_white_analytic(T):
+    X, Y = nt.constant_vs_white(T)
+    assert procrustes_distance(X, Y).value < 1e-12 and ssd(X, Y).value < 1e-8
+    assert abs(gp_w2(X, Y).squared - (2 * T - 2 * math.sqrt(T))) < 1e-8
+    assert abs(causal_ot(X, Y).squared - (2 * T - 2)) < 1e-8
+
+
+def test_T1_equals_bures_and_pot():
+    ot = pytest.importorskip('ot')
+    rng = np.random.default_rng(0)
+    for N in (1, 3, 6):
+        x, y = random_gp(1, N, rng), random_gp(1, N, rng)
+        pot = ot.gaussian.bures_wasserstein_distance(x.mean[0], y.mean[0], x.cov, y.cov)   # POT returns W, not W²
+        for fn in (ssd, gp_w2, causal_ot):
+            assert abs(objective_at(x, y, np.eye(N), fn.__name__.replace('gp_', '').replace('_ot', '')) - pot ** 2) < 1e-8
+        assert abs(adapted_bures_sq(x.cov, y.cov, N) - bures_sq(x.cov, y.cov)) < 1e-8
+
+
+def test_full_w2_at_fixed_Q_matches_pot_on_NT_gaussians():
+    ot = pytest.importorskip('ot')
+    rng = np.random.default_rng(1)
+    x, y = random_gp(4, 3, rng), random_gp(4, 3, rng)
+    pot = ot.gaussian.bures_wasserstein_distance(x.mean.ravel(), y.mean.ravel(), x.cov, y.cov)
+    assert abs(objective_at(x, y, np.eye(3), 'w2') - pot ** 2) < 1e-8
+
+
+def test_N1_equals_gunasingam_wong_columnwise():
+    rng = np.random.default_rng(2)
+    diffs = []
+    for T in (2, 3, 6):
+        x, y = random_gp(T, 1, rng), random_gp(T, 1, rng)
+        L, M = np.linalg.cholesky(x.cov), np.linalg.cholesky(y.cov)
+        # column-wise: (Lᵀ M)_ii is the dot product of column i of L with column i of M
+        gw = np.trace(x.cov) + np.trace(y.cov) - 2 * np.abs(np.einsum('ri,ri->i', L, M)).sum()
+        assert abs(adapted_bures_sq(x.cov, y.cov, 1) - gw) < 1e-10
+        # the row-wise variant (the official code's upper-factor bug) is a different number
+        row = np.trace(x.cov) + np.trace(y.cov) - 2 * np.abs(np.einsum('ir,ir->i', L, M)).sum()
+        diffs.append(abs(row - gw))
+    assert max(diffs) > 1e-3
+
+
+def test_alpha_two_is_procrustes_and_alpha_zero_ignores_means():
+    rng = np.random.default_rng(3)
+    x, y = random_gp(3, 2, rng), random_gp(3, 2, rng)
+    p = procrustes_distance(x, y).value
+    for fn in (ssd, gp_w2, causal_ot):
+        assert abs(fn(x, y, alpha=2.0).squared - 2 * p ** 2) < 1e-8
+    y2 = GaussianProcessSummary(y.mean + 5.0, y.cov)
+    for fn in (ssd, causal_ot):
+        assert abs(fn(x, y, alpha=0.0, n_restarts=4).value - fn(x, y2, alpha=0.0, n_restarts=4).value) < 1e-6
+
+
+# ---- metric axioms -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('metric', METRICS)
+def test_metric_axioms_on_random_triples(metric):
+    rng = np.random.default_rng(4)
+    kw = {} if metric == 'procrustes' else dict(n_restarts=4)
+    for _ in range(2):
+        x, y, z = (random_gp(3, 2, rng) for _ in range(3))
+        dxy, dyx = distance(metric, x, y, **kw).value, distance(metric, y, x, **kw).value
+        assert distance(metric, x, x, **kw).value < 1e-6                                          # identity
+        assert distance(metric, x, x.aligned(rand_orth(2, rng)), **kw).value < 1e-6               # rotation invariance
+        assert abs(dxy - dyx) < 1e-6 and dxy >= 0                                                 # symmetry, non-negativity
+        assert distance(metric, x, z, **kw).value <= dxy + distance(metric, y, z, **kw).value + 1e-6   # triangle
+
+
+def test_permutation_and_identity_groups():
+    rng = np.random.default_rng(5)
+    x = random_gp(3, 4, rng)
+    Pm = np.eye(4)[rng.permutation(4)]
+    assert causal_ot(x, x.aligned(Pm), group='perm').value < 1e-6
+    assert procrustes_distance(x, x.aligned(Pm), group='perm').value < 1e-12
+    r = causal_ot(x, x.aligned(rand_orth(4, rng)), group='identity')
+    assert r.value > 1e-3 and np.allclose(r.Q, np.eye(4)) and len(r.loss_history) == 1
+
+
+# ---- ordering, equality, brute force -------------------------------------------------------------------------------
+def test_ordering_ssd_w2_causal():
+    rng = np.random.default_rng(6)
+    for _ in range(4):
+        x, y = random_gp(4, 2, rng), random_gp(4, 2, rng)
+        s, w, c = (fn(x, y, n_restarts=3).value for fn in (ssd, gp_w2, causal_ot))
+        assert s <= w + 1e-8 and w <= c + 1e-8
+        # at any fixed Q too
+        Q = rand_orth(2, rng)
+        s2, w2, c2 = (objective_at(x, y, Q, m) for m in ('ssd', 'w2', 'causal'))
+        assert s2 <= w2 + 1e-8 <= c2 + 2e-8
+
+
+def test_temporally_independent_processes_all_equal():
+    from scipy.linalg import block_diag
+    rng = np.random.default_rng(7)
+    def indep(T, N):
+        blocks = [(lambda W: W @ W.T + 0.1 * np.eye(N))(rng.standard_normal((N, N))) for _ in range(T)]
+        return GaussianProcessSummary(rng.standard_normal((T, N)), block_diag(*blocks))
+    x, y = indep(4, 3), indep(4, 3)
+    for Q in (np.eye(3), rand_orth(3, rng)):
+        vals = [objective_at(x, y, Q, m) for m in ('ssd', 'w2', 'causal')]
+        assert max(vals) - min(vals) < 1e-8
+
+
+@pytest.mark.parametrize('N', [1, 2])
+@pytest.mark.parametrize('metric', ['ssd', 'w2', 'causal'])
+def test_brute_force_over_O_N_agrees_with_alternation(N, metric):
+    rng = np.random.default_rng(8 + N)
+    x, y = random_gp(4, N, rng), random_gp(4, N, rng)
+    if N == 1: grid = [np.array([[1.0]]), np.array([[-1.0]])]
+    else:
+        th = np.linspace(0, 2 * np.pi, 1441)
+        rot = lambda a: np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+        grid = [rot(a) @ np.diag([1, s]) for a in th for s in (1, -1)]
+    aligner = nt.AlternatingAligner(x, y, metric)
+    brute = min(aligner.evaluate(Q)[0] for Q in grid)
+    assert abs(brute - min(objective_at(x, y, Q, metric) for Q in grid[:: max(1, len(grid) // 50)])) < 10
+    alt = distance(metric, x, y, n_restarts=5).squared
+    assert alt <= brute + 1e-6 and brute - alt < 1e-4
+
+
+def test_explicit_synchronous_coupling_equals_closed_form():
+    rng = np.random.default_rng(10)
+    x, y = random_gp(3, 3, rng), random_gp(3, 3, rng)
+    r = causal_ot(x, y, n_restarts=2)
+    Lx, Ly = x.cholesky_blocks(), y.cholesky_blocks()
+    Qb = np.kron(np.eye(3), r.Q)
+    from scipy.linalg import block_diag
+    # y' = Q̄(m_y + L_y P ε), x = m_x + L_x ε: E‖x − y'‖² with the fitted P_t
+    cost = ((x.mean.ravel() - Qb @ y.mean.ravel()) ** 2).sum() + ((Lx - Qb @ Ly @ block_diag(*r.P)) ** 2).sum()
+    assert abs(cost - r.squared) < 1e-8
+    assert abs(r.per_time.sum() - r.squared) < 1e-8
+
+
+def test_block_formula_invariant_to_square_root_choice():
+    rng = np.random.default_rng(11)
+    x, y = random_gp(4, 3, rng), random_gp(4, 3, rng)
+    from scipy.linalg import block_diag
+    R = block_diag(*[rand_orth(3, rng) for _ in range(4)])
+    Lx, Ly = x.cholesky_blocks(), y.cholesky_blocks()
+    s1 = np.linalg.svd(np.stack([Lx[:, 3 * t:3 * t + 3].T @ Ly[:, 3 * t:3 * t + 3] for t in range(4)]), compute_uv=False).sum()
+    LyR = Ly @ R
+    s2 = np.linalg.svd(np.stack([Lx[:, 3 * t:3 * t + 3].T @ LyR[:, 3 * t:3 * t + 3] for t in range(4)]), compute_uv=False).sum()
+    assert abs(s1 - s2) < 1e-10
+
+
+def test_loss_history_monotone():
+    rng = np.random.default_rng(12)
+    for metric in ('ssd', 'w2', 'causal'):
+        x, y = random_gp(5, 3, rng), random_gp(5, 3, rng)
+        h = distance(metric, x, y, n_restarts=3, seed=1).loss_history
+        assert len(h) >= 2 and all(b <= a + 1e-9 for a, b in zip(h, h[1:]))
+
+
+# ---- singular covariances and generators ------------------------------------------------------------------------------
+def test_block_cholesky_singular_fallback():
+    rng = np.random.default_rng(13)
+    W = rng.standard_normal((12, 5))
+    S = W @ W.T                                               # rank 5 of 12
+    L = block_cholesky(S, 3)
+    assert np.abs(L @ L.T - S).max() < 1e-9
+    s_idx, t_idx = np.triu_indices(4, 1)
+    assert np.abs(L.reshape(4, 3, 4, 3)[s_idx, :, t_idx, :]).max() < 1e-12   # block lower triangular
+    _, Y = nt.two_step_process(0.7, 0.5)                      # Y1 = 0: plain Cholesky fails
+    with pytest.raises(np.linalg.LinAlgError): np.linalg.cholesky(Y.cov)
+    Ly = Y.cholesky_blocks(); assert np.allclose(Ly @ Ly.T, Y.cov)
+
+
+def test_motor_generator_means_marginals_and_markov():
+    A = nt.rotational_lds(N=6, T=7, rho=1.0, n_cond=2, obs_noise=0.0, seed=3)
+    B = nt.rotational_lds(N=6, T=7, rho=0.0, n_cond=2, obs_noise=0.0, seed=3)
+    H = nt.rotational_lds(N=6, T=7, rho=0.5, n_cond=2, obs_noise=0.0, seed=3)
+    for a, b, h in zip(A, B, H):
+        assert np.allclose(a.mean, b.mean) and np.allclose(a.marginals(), b.marginals()) and np.allclose(h.marginals(), a.marginals())
+        assert np.allclose(h.block(4, 1), 0.5 * a.block(4, 1)) and np.allclose(b.block(4, 1), 0)
+    a = A[0]                                                  # ρ = 1: a Markov (AR(1)) latent process
+    for t in range(5):
+        pred = a.block(t + 2, t + 1) @ np.linalg.pinv(a.block(t + 1, t + 1), rcond=1e-10) @ a.block(t + 1, t)
+        assert np.abs(pred - a.block(t + 2, t)).max() < 1e-8
+
+
+def test_empirical_covariance_of_sampled_trials():
+    a = nt.rotational_lds(N=3, T=4, rho=1.0, n_cond=1, seed=0)[0]
+    x = a.sample(100_000, np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        est = GaussianProcessSummary.from_trials(x, shrinkage=None, eps=0)
+    assert np.abs(est.cov - a.cov).max() < 0.05 * np.abs(a.cov).max()
+    assert np.abs(est.mean - a.mean).max() < 0.02 * np.abs(a.mean).max() + 0.02
+
+
+def test_diffusion_samplers_share_marginals_not_dynamics():
+    s, o = nt.diffusion_processes(4, 10, 'sde', 1, seed=2), nt.diffusion_processes(4, 10, 'ode', 1, seed=2)
+    assert np.allclose(s.mean, o.mean) and np.allclose(s.marginals(), o.marginals(), atol=1e-12)
+    assert np.linalg.matrix_rank(o.cov, tol=1e-8) == 4                      # ODE: a deterministic map of the initial noise
+    for k in range(8):                                                     # SDE: Markov
+        pred = s.block(k + 2, k + 1) @ np.linalg.solve(s.block(k + 1, k + 1), s.block(k + 1, k))
+        assert np.abs(pred - s.block(k + 2, k)).max() < 1e-10
+    assert ssd(s, o).squared < 1e-10 and causal_ot(s, o).value > 0.5 and procrustes_distance(s, o).value < 1e-12
+
+
+def test_pairwise_and_mds():
+    rng = np.random.default_rng(14)
+    xs = [random_gp(2, 2, rng) for _ in range(4)]
+    D = nt.pairwise(xs, 'causal')
+    assert np.allclose(D, D.T) and np.allclose(np.diag(D), 0)
+    E = nt.mds_embed(D, 3)
+    assert E.shape == (4, 3)
+    Deu = np.linalg.norm(np.linspace(0, 1, 5)[:, None] - np.linspace(0, 1, 5)[None], axis=-1) if False else None
+    pts = rng.standard_normal((5, 2)); Dp = np.linalg.norm(pts[:, None] - pts[None], axis=-1)
+    Ep = nt.mds_embed(Dp, 2)
+    assert np.allclose(np.linalg.norm(Ep[:, None] - Ep[None], axis=-1), Dp, atol=1e-8)   # Euclidean distances recovered
+
+
+# ---- bad input -------------------------------------------------------------------------------------------------------------
+def test_bad_input_raises_value_error():
+    rng = np.random.default_rng(15)
+    x, y = random_gp(3, 2, rng), random_gp(4, 2, rng)
+    for fn in (procrustes_distance, ssd, gp_w2, causal_ot):
+        with pytest.raises(ValueError, match='mismatched T'): fn(x, y)
+    with pytest.raises(ValueError, match='positive semi-definite'): GaussianProcessSummary(np.zeros((2, 2)), np.diag([1., 1, -1, 1]))
+    with pytest.raises(ValueError, match='symmetric'): GaussianProcessSummary(np.zeros((1, 2)), np.array([[1., 0.5], [0, 1]]))
+    with pytest.raises(ValueError, match='shape'): GaussianProcessSummary(np.zeros((2, 2)), np.eye(3))
+    with pytest.raises(ValueError, match='NaN'): GaussianProcessSummary(np.full((1, 2), np.nan), np.eye(2))
+    trials = rng.standard_normal((20, 3, 2)); trials[3, 1, 0] = np.nan
+    with pytest.raises(ValueError, match='NaN'): GaussianProcessSummary.from_trials(trials)
+    with pytest.raises(ValueError, match='shape'): GaussianProcessSummary.from_trials(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match='shrinkage'): GaussianProcessSummary.from_trials(rng.standard_normal((20, 3, 2)), shrinkage='magic')
+    with pytest.raises(ValueError, match='alpha'): causal_ot(x, x, alpha=3)
+    with pytest.raises(ValueError, match='group'): ssd(x, x, group='affine')
+    with pytest.raises(ValueError, match='GaussianProcessSummary'): causal_ot(x, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match='metric'): distance('cka', x, x)
+
+
+def test_few_trials_warns_and_shrinks():
+    rng = np.random.default_rng(16)
+    with pytest.warns(UserWarning, match='K=10'):
+        g = GaussianProcessSummary.from_trials(rng.standard_normal((10, 5, 4)))
+    assert np.linalg.eigvalsh(g.cov).min() > 0
+
+
+def test_loader_reads_and_refuses(tmp_path):
+    rng = np.random.default_rng(17)
+    good = rng.standard_normal((6, 4, 3))
+    np.save(tmp_path / 'ok.npy', good); np.savez(tmp_path / 'ok.npz', trials=good)
+    assert np.allclose(nt.load_trials(tmp_path / 'ok.npy'), good) and np.allclose(nt.load_trials(tmp_path / 'ok.npz'), good)
+    raw = (tmp_path / 'ok.npy').read_bytes()
+    (tmp_path / 'trunc.npy').write_bytes(raw[: len(raw) // 2])
+    np.save(tmp_path / 'shape.npy', good[0])
+    np.save(tmp_path / 'type.npy', np.array([[['a']]]))
+    bad = good.copy(); bad[0, 0, 0] = np.nan; np.save(tmp_path / 'nan.npy', bad)
+    np.savez(tmp_path / 'nokey.npz', x=good)
+    np.save(tmp_path / 'obj.npy', np.array([good, None], dtype=object), allow_pickle=True)
+    for name, msg in [('trunc.npy', 'not a readable'), ('shape.npy', 'shape'), ('type.npy', 'numeric'), ('nan.npy', 'NaN'),
+                      ('nokey.npz', "no 'trials'"), ('obj.npy', 'not a readable'), ('missing.npy', 'no such file')]:
+        with pytest.raises(ValueError, match=msg) as e: nt.load_trials(tmp_path / name)
+        assert name in str(e.value)
+
+
+# ---- experiment contract -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('bad', [dict(system='lfads'), dict(N=1), dict(rho=1.5), dict(K=1), dict(alpha=-0.1), dict(n_restarts=0), dict(noise=0)])
+def test_config_rejects_bad_values(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))): nt.make_experiment('quick', **bad)
+
+
+@pytest.mark.parametrize('system,K', [('motor', 0), ('diffusion', 0), ('motor', 60)])
+def test_experiment_runs_checkpoints_and_resumes(tmp_path, system, K):
+    from iclr25_nb.core import BackgroundTrainer
+    t0 = time.perf_counter()
+    e = nt.make_experiment('quick', system=system, K=K, N=4, T=6)
+    assert time.perf_counter() - t0 < 30
+    tr = BackgroundTrainer(e, checkpoint_dir=tmp_path, max_steps=3).start(); tr.join(60)
+    assert tr.error is None and e.step_count == 3
+    e2 = nt.make_experiment('quick', system=system, K=K, N=4, T=6)
+    tr2 = BackgroundTrainer(e2, checkpoint_dir=tmp_path, resume=True)
+    assert tr2.resumed_from == 3 and np.allclose(e2.Q, e.Q)
+    rest1, rest2 = e.run(), e2.run()
+    assert [r['loss'] for r in rest1] == pytest.approx([r['loss'] for r in rest2])
+    assert e.done and abs(e.distances()['causal'] - causal_ot(e.x, e.y, n_restarts=3).value) < 1e-3
+    snap = e.snapshot(); assert set(snap['distances']) == set(METRICS)
+
+
+def test_explorer_builds_and_refreshes():
+    pytest.importorskip('panel')
+    v = nt.explorer()
+    try:
+        assert v.trainer.status == 'idle'
+        v.trainer.experiment.run(2); assert v.refresh(force=True)
+    finally: v.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_reproduce_quick_claims_hold(seed):
+    rep = nt.reproduce('quick', seed)
+    assert rep.all_hold, rep.claims_markdown()
