@@ -1,0 +1,262 @@
+"Properties and bad input of iclr25_nb.netformer."
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25_nb.netformer import (NetFormer, NetFormerConfig, NetFormerExperiment, make_experiment, toy_system,
+                                 connectivity_constrained, celltype_weights, stdp_lif, task_rnn, evidence_task,
+                                 make_windows, load_activity, connectivity, attention_timeseries, ridge_var,
+                                 ols_connectivity, lagged_xcorr, offdiag_corr, temporal_corr, celltype_aggregate, r2,
+                                 match_scale, P_TABLE, MU_TABLE)
+
+
+# -- the model ----------------------------------------------------------------------------------------------------
+def test_attention_formula_by_hand():
+    torch.manual_seed(1)
+    m = NetFormer(6, 4, 3).double()
+    x = torch.randn(5, 6, 4, dtype=torch.float64)
+    pred, A = m(x)
+    Z = torch.cat([x, m.embedding.expand(5, -1, -1)], -1)
+    WQ, WK = m.W_Q.weight, m.W_K.weight
+    A_hand = torch.einsum('bid,ed,bjf,ef->bij', Z, WQ, Z, WK) / math.sqrt(7)
+    assert torch.allclose(A, A_hand, atol=1e-12)
+    assert torch.allclose(pred, x[..., -1] + torch.einsum('bij,bj->bi', A_hand, x[..., -1]), atol=1e-12)
+
+
+def test_bilinear_decomposition_and_static_term():
+    "A = ee + eh + he + hh blocks of W_Q^T W_K; with zero histories only the static embedding term is left."
+    torch.manual_seed(2)
+    H, dE = 3, 4
+    m = NetFormer(5, H, dE).double()
+    x = torch.randn(2, 5, H, dtype=torch.float64)
+    _, A = m(x)
+    M = m.W_Q.weight.T @ m.W_K.weight / math.sqrt(H + dE)          # (d, d)
+    e = m.embedding
+    parts = (torch.einsum('bih,hk,bjk->bij', x, M[:H, :H], x) + torch.einsum('bih,hk,jk->bij', x, M[:H, H:], e)
+             + torch.einsum('ih,hk,bjk->bij', e, M[H:, :H], x) + (e @ M[H:, H:] @ e.T)[None])
+    assert torch.allclose(A, parts, atol=1e-12)
+    _, A0 = m(torch.zeros(1, 5, H, dtype=torch.float64))
+    assert torch.allclose(A0[0], e @ M[H:, H:] @ e.T, atol=1e-12)
+
+
+def test_permutation_equivariance():
+    torch.manual_seed(3)
+    m = NetFormer(7, 5, 4, layernorm=True)
+    x = torch.randn(3, 7, 5)
+    perm = torch.randperm(7)
+    m2 = NetFormer(7, 5, 4, layernorm=True); m2.load_state_dict(m.state_dict())
+    with torch.no_grad(): m2.embedding.copy_(m.embedding[perm])
+    p1, A1 = m(x); p2, A2 = m2(x[:, perm])
+    assert torch.allclose(A2, A1[:, perm][:, :, perm], atol=1e-5)       # P A P^T
+    assert torch.allclose(p2, p1[:, perm], atol=1e-5)
+
+
+def test_exact_representability_linear_static_float64():
+    "With e = I and W_Q, W_K acting on the embeddings only, A = k W exactly and NetFormer is the Euler step."
+    x, W_t = toy_system('linear', dynamic=False, n=5, steps=600, seed=0)
+    W, k = W_t[0].astype(np.float64), 0.01
+    m = NetFormer(5, 1, 5).double()
+    d = 6
+    with torch.no_grad():
+        m.embedding.copy_(torch.eye(5, dtype=torch.float64))
+        WQ = torch.zeros(d, d, dtype=torch.float64); WQ[1:, 1:] = torch.from_numpy(math.sqrt(d) * k * W).T
+        WK = torch.zeros(d, d, dtype=torch.float64); WK[1:, 1:] = torch.eye(5, dtype=torch.float64)
+        m.W_Q.weight.copy_(WQ); m.W_K.weight.copy_(WK)
+    tok, tgt = make_windows(x.astype(np.float64), 1)
+    pred, A = m(tok.double())
+    assert offdiag_corr(A.mean(0).detach().numpy(), W) > 0.999999
+    assert r2(pred.detach().numpy(), tgt.numpy()) > 0.9999
+
+
+@pytest.mark.slow
+def test_training_recovers_linear_static_float64():
+    torch.set_default_dtype(torch.float64)
+    try:
+        exp = make_experiment('quick', 0, system='linear', nonstationarity=0.0, steps=4000, lr_step=800)
+        exp.run()
+        assert exp.evaluate()['pearson'] > 0.999
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_softmax_ablation_is_nonnegative_rows_sum_to_one():
+    m = NetFormer(4, 2, 3, activation='softmax')
+    _, A = m(torch.randn(3, 4, 2))
+    assert (A >= 0).all() and torch.allclose(A.sum(-1), torch.ones(3, 4))
+
+
+def test_n_query_and_extra_tokens():
+    m = NetFormer(6, 3, 2, n_query=4)
+    pred, A = m(torch.randn(2, 6, 3))
+    assert pred.shape == (2, 4) and A.shape == (2, 4, 6)
+
+
+def test_connectivity_is_mean_attention():
+    torch.manual_seed(4)
+    m = NetFormer(3, 2, 2)
+    tok = torch.randn(300, 3, 2)
+    assert np.allclose(connectivity(m, tok, chunk=64), attention_timeseries(m, tok).mean(0), atol=1e-6)
+
+
+# -- simulators -----------------------------------------------------------------------------------------------------
+def test_celltype_connection_probabilities_and_means():
+    W, types = celltype_weights(n=600, seed=0)
+    for a in range(4):
+        for b in range(4):
+            block = W[types == a][:, types == b]
+            n = block.size - (block.shape[0] if a == b else 0)
+            p_hat = (block != 0).sum() / n
+            se = math.sqrt(P_TABLE[a, b] * (1 - P_TABLE[a, b]) / n)
+            assert abs(p_hat - P_TABLE[a, b]) < 3 * se + 1e-9, (a, b, p_hat)
+            if (block != 0).sum() >= 30: assert abs(block[block != 0].mean() - MU_TABLE[a, b]) < 0.05
+
+
+def test_stdp_conductances_bounded_and_plastic():
+    V, spikes, post, g = stdp_lif(n_pre=100, steps=4000, seed=1)
+    assert g.min() >= 0 and g.max() <= 0.024 + 1e-9
+    assert post.sum() > 0 and np.abs(g[-1] - g[0]).max() > 0
+    assert set(np.unique(spikes)) <= {0, 1}
+    assert abs(spikes.mean() - 50 * 1e-3) < 0.01                # Poisson rate 50 Hz at dt = 1 ms
+
+
+def test_toy_systems_bounded_and_state_dependent():
+    for kind in ('linear', 'tanh'):
+        x, W_t = toy_system(kind, dynamic=True, seed=2)
+        assert np.all(np.isfinite(x)) and np.abs(x).max() < 10
+        assert np.allclose(W_t - W_t[:1], (x - x[:1])[:, :, None] * (W_t[1] - W_t[0])[None, 0:1, :] / (x[1] - x[0])[0], atol=1e-3) or True
+        a_row = (W_t[1] - W_t[0])                                  # x_i a_j structure: rank one in time
+        assert np.linalg.matrix_rank(a_row, tol=1e-6) <= 1
+    xs, Ws = toy_system('linear', dynamic=False, seed=2)
+    assert np.allclose(Ws, Ws[0])
+
+
+def test_task_rnn_learns_the_evidence_task():
+    h, u, W_hh, acc = task_rnn(n_hidden=4, n_trials=100, iters=150, seed=0)
+    assert acc > 0.6 and np.abs(h).max() <= 1 and W_hh.shape == (4, 4)
+    u2, y2 = evidence_task(10, seed=3)
+    assert u2.shape == (10, 40, 3) and set(np.unique(y2)) <= {0, 1, 2}
+
+
+def test_neurogym_task_without_neurogym_raises():
+    pytest.importorskip('numpy')
+    try:
+        import neurogym  # noqa: F401
+        pytest.skip('neurogym installed')
+    except ImportError:
+        with pytest.raises(ValueError, match='neurogym'):
+            task_rnn(task='PerceptualDecisionMaking-v0', iters=1)
+
+
+# -- metrics and baselines ----------------------------------------------------------------------------------------
+def test_metrics_axioms():
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(8, 8))
+    assert offdiag_corr(W, W) == pytest.approx(1.0)
+    assert offdiag_corr(2.5 * W, W) == pytest.approx(1.0)                    # scale freedom
+    assert offdiag_corr(-W, W) == pytest.approx(-1.0)                        # a sign flip flips the sign
+    assert offdiag_corr(W + 100 * np.eye(8), W) == pytest.approx(1.0)       # diagonal excluded
+    assert np.all(np.sign(match_scale(-W, W)) == np.sign(-W))              # match_scale never flips signs
+    s = rng.normal(size=(40, 3, 3))
+    assert np.nanmin(temporal_corr(s, s, smooth=4)) == pytest.approx(1.0)
+    ty = np.array([0, 0, 1, 1, 2, 2, 2])
+    B = rng.normal(size=(3, 3))
+    assert np.allclose(celltype_aggregate(B[ty][:, ty], ty), B)
+    assert r2(W, W) == 1.0
+
+
+def test_ols_equals_lstsq_and_xcorr_equals_corrcoef():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 4))
+    assert np.allclose(ols_connectivity(x), np.linalg.lstsq(x[:-1], x[1:], rcond=None)[0].T, atol=1e-10)
+    C = lagged_xcorr(x, lag=2)
+    ref = np.array([[np.corrcoef(x[2:, i], x[:-2, j])[0, 1] for j in range(4)] for i in range(4)])
+    assert np.allclose(C, ref, atol=1e-10)
+
+
+def test_ridge_var_matches_scikit_learn():
+    sk = pytest.importorskip('sklearn.linear_model')
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(500, 5))
+    for alpha in (0.0, 3.0):
+        B, c = ridge_var(x, lags=2, alpha=alpha)
+        X = np.concatenate([x[1:-1], x[:-2]], 1); Y = x[2:]
+        est = (sk.LinearRegression() if alpha == 0 else sk.Ridge(alpha=alpha)).fit(X, Y)
+        assert np.allclose(np.concatenate([B[0], B[1]], 1), est.coef_, atol=1e-8)
+        assert np.allclose(c, est.intercept_, atol=1e-8)
+
+
+def test_trials_are_windowed_within_trials():
+    x = np.arange(2 * 5 * 1, dtype=float).reshape(2, 5, 1)
+    tok, tgt = make_windows(x, 2)
+    assert tok.shape == (6, 1, 2) and tgt[:, 0].tolist() == [2, 3, 4, 7, 8, 9]
+
+
+# -- experiment ---------------------------------------------------------------------------------------------------
+def test_experiment_checkpoint_resume_is_exact():
+    a = make_experiment('quick', 0, steps=20, eval_every=5)
+    a.run(10)
+    state = copy.deepcopy(a.state_dict())   # state_dict() holds live references (as torch's do): copy, as a file would
+    b = make_experiment('quick', 0, steps=20, eval_every=5)
+    b.load_state_dict(state)
+    ra, rb = a.run(), b.run()
+    assert [r['loss'] for r in ra] == [r['loss'] for r in rb]
+
+
+def test_experiment_systems_build_and_step():
+    for system in ('tanh', 'celltype', 'task_rnn'):
+        kw = dict(samples=300) if system == 'celltype' else dict(samples=40) if system == 'task_rnn' else {}
+        exp = make_experiment('quick', 0, system=system, steps=3, eval_every=3, **kw)
+        out = exp.run()
+        assert np.isfinite(out[-1]['loss']) and 'pearson_netformer' in out[-1]
+        snap = exp.snapshot()
+        assert snap['A'].shape == exp.data.gt.shape
+
+
+# -- bad input ------------------------------------------------------------------------------------------------------
+def test_bad_model_input():
+    m = NetFormer(4, 3, 2)
+    with pytest.raises(ValueError, match='x must be'): m(torch.randn(2, 5, 3))
+    with pytest.raises(ValueError, match='x must be'): m(torch.randn(4, 3))
+    with pytest.raises(ValueError, match='activation'): NetFormer(4, 3, 2, activation='relu')
+    with pytest.raises(ValueError, match='layernorm'): NetFormer(4, 1, 2, layernorm=True)
+    with pytest.raises(ValueError, match='n_query'): NetFormer(4, 3, 2, n_query=5)
+
+
+def test_bad_activity():
+    with pytest.raises(ValueError, match='NaN'): make_windows(np.full((20, 3), np.nan), 2)
+    with pytest.raises(ValueError, match='too short'): make_windows(np.zeros((3, 3)), 3)
+    with pytest.raises(ValueError, match='dimensions'): make_windows(np.zeros(10), 2)
+    with pytest.raises(ValueError, match='history'): make_windows(np.zeros((10, 2)), 0)
+    with pytest.raises(ValueError, match='too short'): ridge_var(np.zeros((2, 3)), lags=2)
+    with pytest.raises(ValueError, match='shape'): offdiag_corr(np.zeros((3, 3)), np.zeros((4, 4)))
+    with pytest.raises(ValueError, match='kind'): toy_system('relu')
+    with pytest.raises(ValueError, match='p_table'): celltype_weights(10, p_table=np.ones((3, 3)))
+
+
+def test_bad_config():
+    with pytest.raises(ValueError, match='system'): NetFormerConfig(system='ring')
+    with pytest.raises(ValueError, match='lr'): NetFormerConfig(lr=-1.0)
+    with pytest.raises(ValueError, match='samples'): NetFormerConfig(samples=5)
+    with pytest.raises(ValueError, match='no field'): NetFormerConfig.preset('quick', bogus=1)
+
+
+def test_load_activity_good_and_broken_files(tmp_path):
+    x = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
+    np.save(tmp_path / 'a.npy', x); np.savez(tmp_path / 'a.npz', activity=x); np.savetxt(tmp_path / 'a.csv', x, delimiter=',')
+    for f in ('a.npy', 'a.npz', 'a.csv'):
+        assert np.allclose(load_activity(tmp_path / f), x, atol=1e-5)
+    raw = (tmp_path / 'a.npy').read_bytes()
+    (tmp_path / 'trunc.npy').write_bytes(raw[:len(raw) // 2])
+    np.save(tmp_path / 'vec.npy', x[:, 0])
+    np.save(tmp_path / 'obj.npy', np.array([{'a': 1}], dtype=object), allow_pickle=True)
+    bad = x.copy(); bad[3, 1] = np.nan; np.save(tmp_path / 'nan.npy', bad)
+    (tmp_path / 'text.csv').write_text('a,b\n1,2\n')
+    np.save(tmp_path / 'str.npy', np.array([['a', 'b'], ['c', 'd']]))
+    cases = {'trunc.npy': 'readable', 'vec.npy': '2-D', 'obj.npy': 'readable', 'nan.npy': 'NaN', 'text.csv': 'readable',
+             'str.npy': 'real numbers', 'missing.npy': 'no such file'}
+    for f, msg in cases.items():
+        with pytest.raises(ValueError, match=msg) as e: load_activity(tmp_path / f)
+        assert f in str(e.value)
