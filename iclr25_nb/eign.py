@@ -692,7 +692,7 @@ def reversal_change(model: nn.Module, task: EdgeTask) -> float:
     rev = EdgeTask(task.graph.reverse(d), s * task.x_equ, task.x_inv, s * task.y, task.mask)
     return (s * predict(model, rev) - predict(model, task)).abs().max().item()
 
-# %% ../nbs/21_eign.ipynb #269ee134
+# %% ../nbs/21_eign.ipynb #75333a25
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -763,7 +763,7 @@ class EIGNExperiment(Experiment):
         self.opt = torch.optim.Adam(self.nets.parameters(), lr=c.lr)   # Adam is per-parameter: independent training
         self.last_rmse = {}
         op = edge_operator(small_operator_graph(c.frac_directed, self.seed), c.q, 'equ', 'equ', True, c.q_normalisation).dense()
-        self.operator_small = {'abs': op.abs().numpy().round(4).tolist(), 'arg': op.angle().numpy().round(4).tolist()}
+        self.operator_small = {'abs': op.abs().numpy().round(4).tolist(), 'imag': op.imag.numpy().round(4).tolist()}
 
     def step(self):
         batch = self.batches[self.step_count % len(self.batches)]
@@ -819,7 +819,7 @@ def make_experiment(preset: str = 'quick', seed: int = 0, **overrides) -> EIGNEx
     "The experiment of `preset` ('quick' or 'full') with config overrides."
     return EIGNExperiment(EIGNConfig.preset(preset, **overrides), seed)
 
-# %% ../nbs/21_eign.ipynb #5ef72343
+# %% ../nbs/21_eign.ipynb #1233dc85
 def network_figure(snap: dict, show: str = 'eign', height: int = 420):
     """The network: pipes grey, check valves black; small grey arrows show each edge's stored orientation (for
     a valve: its direction), coloured arrows the physical direction of the flow predicted by `show` (or the
@@ -865,13 +865,13 @@ def moved_figure(snap: dict, height: int = 300):
 
 
 def operator_figure(operator: dict, q: float, height: int = 300):
-    "|L_equ| and arg L_equ of a 10-node network: phases appear only where directed edges meet."
+    "|L_equ| and Im L_equ of a 10-node network: imaginary parts (phases) appear only where directed edges meet others."
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-    fig = make_subplots(1, 2, subplot_titles=('|L̃_equ|', 'arg L̃_equ'))
+    fig = make_subplots(1, 2, subplot_titles=('|L̃_equ|', 'Im L̃_equ'))
     fig.add_trace(go.Heatmap(z=operator['abs'], colorscale='Greys', showscale=False), 1, 1)
-    fig.add_trace(go.Heatmap(z=operator['arg'], colorscale='RdBu', zmid=0, zmin=-math.pi, zmax=math.pi,
-                             colorbar=dict(title='rad', len=0.8)), 1, 2)
+    lim = max(1e-6, float(np.abs(np.asarray(operator['imag'])).max()))
+    fig.add_trace(go.Heatmap(z=operator['imag'], colorscale='RdBu', zmid=0, zmin=-lim, zmax=lim, colorbar=dict(len=0.8)), 1, 2)
     fig.update_yaxes(autorange='reversed')
     fig.update_layout(title=f'operator of a small network (q = {q:g})', height=height, margin=dict(l=30, r=10, t=60, b=20))
     return fig

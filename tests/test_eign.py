@@ -81,6 +81,16 @@ def test_hermitian_and_psd(qn):
     assert torch.allclose(Lie, Lei.conj().T, atol=1e-12)
 
 
+def test_phases_only_where_directed_edges_are_involved():
+    g = small_graph(5)
+    L = edge_operator(g, 0.3, 'equ', 'equ', True, 'absolute', torch.complex128).dense()
+    und = g.undirected
+    both_und = und[:, None] & und[None, :]
+    assert torch.all(L.imag[both_und] == 0)
+    assert L.imag[~both_und].abs().max() > 1e-3
+    assert torch.all(edge_operator(g, 0.0, 'equ', 'equ', True, dtype=torch.complex128).dense().imag == 0)
+
+
 # -- 4, 5. equivariance of operators and invariant node signals --------------------------------------------
 def test_operator_equivariance_under_flips():
     g = small_graph(3)
