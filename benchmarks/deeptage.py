@@ -82,9 +82,9 @@ def main():
     rows, agree = lif_peers(repeats=a.repeats)
     base = rows[0][1]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; LIF forward+backward, T=6, B=64, 32x8x8 neurons")
-    print(f"{'implementation':40s} {'median ms':>10s} {'ratio ours/peer':>16s}")
+    print(f"{'implementation':40s} {'median ms':>10s} {'ours (fixed) / row':>20s}")
     for name, t in rows:
-        print(f"{name:40s} {1e3 * t:10.2f} {base / t:16.2f}")
+        print(f"{name:40s} {1e3 * t:10.2f} {base / t:20.2f}")
     print('spike agreement with our LIFLayer:', ', '.join(f"{k} {100 * v:.2f}%" for k, v in agree.items()))
     tr = training_overhead(max(3, a.repeats // 2))
     print('\ntraining step, quick preset (depth 10, 16 ch, T=4, batch 64), median s:')
