@@ -83,7 +83,7 @@ class ConfigBase:
 
     def to_dict(self) -> dict: return dataclasses.asdict(self)
 
-# %% ../nbs/00_core.ipynb #0c819f0a
+# %% ../nbs/00_core.ipynb #e54d06a5
 def _to_float_dict(metrics, where: str) -> dict[str, float]:
     if not isinstance(metrics, dict):
         raise TypeError(f"{where} must return a dict of scalar metrics, got {type(metrics).__name__}")
@@ -138,11 +138,12 @@ class Experiment:
     def load_extra_state(self, state: dict): pass
 
     def state_dict(self) -> dict:
-        "Everything needed to resume: step count, config, seed, RNG states and `state_attrs`."
-        return {'step_count': self.step_count, 'seed': self.seed, 'config': self.config.to_dict(),
-                'torch_rng': torch.get_rng_state(), 'generator': self.generator.get_state(),
-                'objects': {a: getattr(self, a).state_dict() for a in self.state_attrs},
-                'extra': self.extra_state()}
+        "Everything needed to resume: step count, config, seed, RNG states and `state_attrs` (a deep copy: no live tensors)."
+        import copy
+        return copy.deepcopy({'step_count': self.step_count, 'seed': self.seed, 'config': self.config.to_dict(),
+                              'torch_rng': torch.get_rng_state(), 'generator': self.generator.get_state(),
+                              'objects': {a: getattr(self, a).state_dict() for a in self.state_attrs},
+                              'extra': self.extra_state()})
 
     def load_state_dict(self, state: dict):
         "Restore from `state_dict()`; refuses a checkpoint made with another configuration."
@@ -238,7 +239,7 @@ def load_checkpoint(path) -> dict:
     try: return torch.load(path, weights_only=True)
     except Exception as e: raise ValueError(f"{path}: not a readable checkpoint ({e})") from e
 
-# %% ../nbs/00_core.ipynb #30fa0fff
+# %% ../nbs/00_core.ipynb #9ec300b8
 class BackgroundTrainer:
     """Run `experiment` in a background thread.
 
@@ -381,6 +382,13 @@ class BackgroundTrainer:
             log.warning("training stopped: %s", e)
             self.error, self._status = e, 'error'
 
+    def refresh_snapshot(self) -> bool:
+        "Retake `latest` now, when the worker is not in a step (idle, paused or ended); True if it was retaken."
+        if self.alive and not (self._status == 'paused' and self._parked.is_set()): return False
+        snap = self.experiment.snapshot()
+        with self._lock: self._latest = snap
+        return True
+
     def raise_error(self):
         "Re-raise the error that ended the run, if any."
         if self.error is not None: raise self.error
@@ -388,7 +396,7 @@ class BackgroundTrainer:
     def __repr__(self):
         return f"BackgroundTrainer({self.experiment.name}, status={self.status}, step={self.step})"
 
-# %% ../nbs/00_core.ipynb #8c4fa0e3
+# %% ../nbs/00_core.ipynb #5cbe1fbc
 _OPS = {'>': lambda a, b: a > b, '>=': lambda a, b: a >= b, '<': lambda a, b: a < b, '<=': lambda a, b: a <= b}
 
 
@@ -437,7 +445,7 @@ class Claim:
     def to_dict(self): return {'statement': self.statement, 'measured': _jsonable(self.measured),
                                'expected': self.expected, 'holds': bool(self.holds)}
 
-# %% ../nbs/00_core.ipynb #f83af3be
+# %% ../nbs/00_core.ipynb #3d8d9fb5
 def _md_escape(s) -> str: return str(s).replace('|', '\\|').replace('\n', ' ')
 
 
@@ -544,7 +552,7 @@ class Report:
         (folder / 'report.json').write_text(self.to_json(), encoding='utf-8')
         return {'md': folder / 'report.md', 'json': folder / 'report.json', 'html': self.save_html(folder / 'report.html')}
 
-# %% ../nbs/00_core.ipynb #4c416890
+# %% ../nbs/00_core.ipynb #01a0e51f
 @dataclass(frozen=True)
 class Paper:
     "One ICLR 2025 paper of the collection."
@@ -603,7 +611,7 @@ def implemented_papers() -> list[Paper]:
     "The papers whose module exists, in number order."
     return [p for p in _PAPERS if p.implemented]
 
-# %% ../nbs/00_core.ipynb #10eca3ea
+# %% ../nbs/00_core.ipynb #5eeeca6d
 class Stopwatch:
     "Context manager measuring wall-clock seconds: `with Stopwatch() as sw: ...; sw.seconds`."
     def __enter__(self): self.t0 = time.perf_counter(); self.seconds = None; return self

@@ -42,7 +42,7 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
     if log_y: fig.update_yaxes(type='log')
     return fig
 
-# %% ../nbs/01_live.ipynb #7db88f4f
+# %% ../nbs/01_live.ipynb #57988893
 class LiveView:
     """A live explorer: controls, start/pause/stop, a status line and plotly figures redrawn from a
     `BackgroundTrainer` every `period_ms` while it runs. `LiveView` is a Panel viewer: display it in a notebook,
@@ -123,6 +123,7 @@ class LiveView:
     def _act(self, fn):
         try: fn(self.trainer.experiment if self.trainer else None)
         except (ValueError, RuntimeError) as e: self.error_text = f"action failed: {e}"
+        if self.trainer is not None: self.trainer.refresh_snapshot()   # an idle or paused run shows the action at once
         self._last_drawn = None
 
     # -- drawing ----------------------------------------------------------------------------------------
