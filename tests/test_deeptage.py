@@ -271,6 +271,8 @@ def test_load_optdigits_real_and_broken(tmp_path):
                               for img, t in zip(d.images[:50], d.target[:50])) + '\n')
     x, y = dt.load_optdigits(good)
     assert x.shape == (50, 1, 8, 8) and torch.equal(y, torch.tensor(d.target[:50]))
+    xa, ya = dt.sklearn_digits()                                      # the wheel's digits.csv.gz, read by our loader
+    assert torch.equal(ya, torch.tensor(d.target)) and torch.equal(xa * 16, torch.tensor(d.images, dtype=torch.float32).unsqueeze(1))
     torch.testing.assert_close(x, torch.tensor(d.images[:50], dtype=torch.float32).unsqueeze(1) / 16)
     lines = good.read_text().splitlines()
     cases = {'fields': lines[0].rsplit(',', 1)[0], 'integer': lines[0].replace(',', ',x', 1),
@@ -283,6 +285,8 @@ def test_load_optdigits_real_and_broken(tmp_path):
     with pytest.raises(ValueError, match='no samples'): dt.load_optdigits(empty)
     binary = tmp_path / 'bin.tra'; binary.write_bytes(b'\xff\xfe\x00\x81')
     with pytest.raises(ValueError, match='bin.tra'): dt.load_optdigits(binary)
+    badgz = tmp_path / 'bad.csv.gz'; badgz.write_bytes(b'not gzip')
+    with pytest.raises(ValueError, match='bad.csv.gz'): dt.load_optdigits(badgz)
 
 
 def test_moving_digits_bad_input():
