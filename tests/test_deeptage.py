@@ -141,14 +141,14 @@ def test_lif_closed_form_first_spike_and_hard_reset():
 
 
 # ---- peer cross-checks ---------------------------------------------------------------------------------
-@pytest.mark.parametrize('reset', ['hard', 'soft'])
-def test_spikes_match_spikingjelly_multistep_lif(reset):
+@pytest.mark.parametrize('reset, decay_input', [('hard', False), ('soft', False), ('hard', True)])
+def test_spikes_match_spikingjelly_multistep_lif(reset, decay_input):
     sj = pytest.importorskip('spikingjelly.activation_based.neuron')
     torch.manual_seed(0)
-    x = torch.randn(6, 32, 100) * 1.5
-    node = sj.LIFNode(tau=2.0, decay_input=False, v_threshold=1.0, v_reset=0.0 if reset == 'hard' else None,
+    x = torch.randn(6, 32, 100) * (3.0 if decay_input else 1.5)
+    node = sj.LIFNode(tau=2.0, decay_input=decay_input, v_threshold=1.0, v_reset=0.0 if reset == 'hard' else None,
                       step_mode='m')
-    ours = dt.LIFLayer(tau=2.0, v_th=1.0, reset=reset, temporal_align=True, w=0.5)
+    ours = dt.LIFLayer(tau=2.0, v_th=1.0, reset=reset, temporal_align=True, w=0.5, decay_input=decay_input)
     assert torch.equal(node(x), ours(x))
     assert node(x).sum() > 0
 
