@@ -24,7 +24,7 @@ def main():
     ap.add_argument('--n', type=int, default=200)
     ap.add_argument('--steps', type=int, default=30_000)
     ap.add_argument('--repeats', type=int, default=3)
-    ap.add_argument('--train-steps', type=int, default=30)
+    ap.add_argument('--train-steps', type=int, default=5)
     a = ap.parse_args()
     from sklearn.linear_model import LinearRegression, Ridge
 
@@ -53,12 +53,12 @@ def main():
         m = NetFormer(a.n, H, a.n, layernorm=True)
         opt = torch.optim.Adam(m.parameters(), 1e-3)
         g = torch.Generator().manual_seed(0)
-        def train():
-            for _ in range(a.train_steps):
+        def train(steps=a.train_steps):
+            for _ in range(steps):
                 idx = torch.randint(0, len(tok), (bs,), generator=g)
                 p, _ = m(tok[idx]); loss = ((p - tgt[idx]) ** 2).mean()
                 opt.zero_grad(); loss.backward(); opt.step()
-        train()   # warm-up
+        train(2)   # warm-up
         t, _ = best_time(train, 1)
         print(f'\nNetFormer training, N = {a.n}, H = {H}, d_E = {a.n}, batch {bs}: '
               f'{a.train_steps * bs / t:.0f} samples/s ({1e3 * t / a.train_steps:.1f} ms/step, torch {torch.__version__}, CPU)')
