@@ -10,7 +10,7 @@ __all__ = ['log', 'Structure', 'grid_mesh', 'tube_mesh', 'stiffness', 'stiffness
            'sign_violations', 'tower_loss', 'direct_optimize', 'iterations_to', 'NeuralFDMConfig',
            'NeuralFDMExperiment', 'make_experiment', 'network_figure', 'reproduce', 'neural_fdm_render', 'explorer']
 
-# %% ../nbs/28_neural_fdm.ipynb #2991c785
+# %% ../nbs/28_neural_fdm.ipynb #9626226b
 import copy
 import logging
 import math
@@ -27,7 +27,7 @@ from .core import ConfigBase, Experiment, Report, Claim, Stopwatch, run_meta
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/28_neural_fdm.ipynb #0a32f8cd
+# %% ../nbs/28_neural_fdm.ipynb #d0025f8d
 def _check_connected(edges: np.ndarray, fixed: np.ndarray, active=None, what: str = 'network'):
     "Raise `ValueError` unless every free node reaches a support through (active) edges."
     from scipy.sparse import coo_matrix
@@ -92,7 +92,7 @@ class Structure:
     def __repr__(self):
         return f"Structure(n={self.n}, m={self.m}, free={len(self.free_idx)}, fixed={len(self.fixed_idx)})"
 
-# %% ../nbs/28_neural_fdm.ipynb #6b222514
+# %% ../nbs/28_neural_fdm.ipynb #b5074c9b
 def grid_mesh(num_uv: int = 10, size: float = 10.0) -> tuple[Structure, torch.Tensor]:
     """A flat `num_uv`×`num_uv` quad grid over a `size`×`size` square centred at the origin, supported on its
     boundary, all edges in compression. Node `i*num_uv + j` sits at (x_i, y_j). Returns (structure, xyz (n, 3))."""
@@ -109,7 +109,7 @@ def grid_mesh(num_uv: int = 10, size: float = 10.0) -> tuple[Structure, torch.Te
     s = Structure(edges, fixed.flatten(), faces, -torch.ones(len(edges)), {'kind': 'grid', 'num_uv': k, 'size': size})
     return s, xyz
 
-# %% ../nbs/28_neural_fdm.ipynb #bbbd9c89
+# %% ../nbs/28_neural_fdm.ipynb #3c60b06a
 def tube_mesh(levels: int = 21, sides: int = 16, height: float = 10.0, radius: float = 2.0,
               rings: tuple = (0, 10, 20)) -> tuple[Structure, torch.Tensor]:
     """A cylindrical quad tube (cable-net tower): `levels` rings of `sides` nodes (node `l*sides + k`), ring and
@@ -135,7 +135,7 @@ def tube_mesh(levels: int = 21, sides: int = 16, height: float = 10.0, radius: f
     tags = {'kind': 'tube', 'levels': levels, 'sides': sides, 'height': height, 'radius': radius, 'rings': rings}
     return Structure(edges, fixed.flatten(), faces, signs, tags), xyz
 
-# %% ../nbs/28_neural_fdm.ipynb #974b3092
+# %% ../nbs/28_neural_fdm.ipynb #9a925887
 def stiffness(q: torch.Tensor, edges: torch.Tensor, n: int) -> torch.Tensor:
     "K = Cᵀ diag(q) C for q (batch, m): (batch, n, n), built by one scatter-add (differentiable)."
     u, v = edges[:, 0], edges[:, 1]
@@ -182,7 +182,7 @@ def residual_forces(q: torch.Tensor, X: torch.Tensor, P: torch.Tensor, edges: to
     CTy = torch.zeros_like(X).index_add(1, edges[:, 0], y).index_add(1, edges[:, 1], -y)
     return P - CTy
 
-# %% ../nbs/28_neural_fdm.ipynb #9b25be5d
+# %% ../nbs/28_neural_fdm.ipynb #7f6dc235
 def _lu(K: torch.Tensor):
     LU, piv, info = torch.linalg.lu_factor_ex(K)
     if (info > 0).any():
@@ -237,7 +237,7 @@ def solve_structure(q: torch.Tensor, X_F: torch.Tensor, P: torch.Tensor, s: Stru
         X_N = torch.linalg.solve(K_NN, P_N - K_NF @ X_F)
     return _assemble(X_N, X_F, s)
 
-# %% ../nbs/28_neural_fdm.ipynb #55768442
+# %% ../nbs/28_neural_fdm.ipynb #6d205eed
 def _fixed_mask(fixed, n: int) -> torch.Tensor:
     f = fixed.detach().cpu().numpy() if isinstance(fixed, torch.Tensor) else np.asarray(fixed)
     if f.dtype == bool:
@@ -308,7 +308,7 @@ def edge_forces(q, xyz, edges):
     f = Q.reshape(-1, e.shape[0]) * edge_vectors(X.reshape(-1, X.shape[-2], 3), e).norm(dim=-1)
     return _out(f, is_torch, batched)
 
-# %% ../nbs/28_neural_fdm.ipynb #7a574504
+# %% ../nbs/28_neural_fdm.ipynb #472151ae
 def node_areas(X: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
     "Tributary area of each node, (batch, n), from X (batch, n, 3) and quad/polygon faces (f, k)."
     a = X[:, faces]                                   # (batch, f, k, 3)
@@ -333,7 +333,7 @@ def area_loads(xyz, faces, load: float = -0.5):
     P = torch.stack([torch.zeros_like(a), torch.zeros_like(a), a], -1)
     return _out(P, is_torch, batched)
 
-# %% ../nbs/28_neural_fdm.ipynb #2f16b23a
+# %% ../nbs/28_neural_fdm.ipynb #27e378bd
 def load_network(path) -> dict:
     """Read a bar network from JSON (`vertices`, `edges`, `fixed`, `forcedensities`, optional `loads`); returns
     numpy arrays `xyz`, `edges`, `fixed` (bool mask), `q`, `loads`. Raises `ValueError` naming the file and the problem."""
@@ -376,7 +376,7 @@ def save_network(path, xyz, edges, fixed, q, loads=None):
     Path(path).write_text(json.dumps(d), encoding='utf-8')
     return Path(path)
 
-# %% ../nbs/28_neural_fdm.ipynb #ac7a14cb
+# %% ../nbs/28_neural_fdm.ipynb #353c5d04
 _SHELL_BOUNDS = {'pillow': [(1, 10), (0, 0), (0, 0), (0, 0)],
                  'dome': [(1, 10), (-5, 5), (-5, 5), (0, 0)],
                  'saddle': [(1, 10), (-5, 5), (-5, 5), (0, 10)]}
@@ -433,7 +433,7 @@ class BezierShellGenerator:
         "A batch of target shells, (batch, n, 3) float64."
         return self.surface(self.sample_wiggles(batch, generator))
 
-# %% ../nbs/28_neural_fdm.ipynb #725ca13c
+# %% ../nbs/28_neural_fdm.ipynb #0ab04a91
 class TowerGenerator:
     "Random target towers; `params` (batch, rings, 3) = [x-scale, y-scale, rotation in radians] per compression ring."
 
@@ -472,7 +472,7 @@ class TowerGenerator:
     def sample(self, batch: int, generator: torch.Generator | None = None) -> torch.Tensor:
         return self.shape(self.sample_params(batch, generator))
 
-# %% ../nbs/28_neural_fdm.ipynb #b71d12e9
+# %% ../nbs/28_neural_fdm.ipynb #6bce58a5
 def mlp(n_in: int, n_out: int, width: int, depth: int) -> nn.Sequential:
     "`depth` hidden layers of `width` with ELU."
     dims = [n_in] + [width] * depth
@@ -546,7 +546,7 @@ class NeuralAutoencoder(_ShapeModel):
         X_N = self.decoder(z).to(x.dtype).view(len(x), -1, 3)
         return _assemble(X_N, X_F, s), q, P
 
-# %% ../nbs/28_neural_fdm.ipynb #b8e920bd
+# %% ../nbs/28_neural_fdm.ipynb #2a10d1e6
 def shape_error_l1(x: torch.Tensor, x_hat: torch.Tensor) -> torch.Tensor:
     "mean over the batch of Σ |x − x̂| over nodes and xyz."
     return (x - x_hat).abs().flatten(1).sum(1).mean()
@@ -586,7 +586,7 @@ def tower_loss(x, x_hat, q, gen: TowerGenerator, reg: float = 10.0):
     var = (pos.var() if pos.numel() > 1 else q.new_zeros(())) + (neg.var() if neg.numel() > 1 else q.new_zeros(()))
     return ring + ztens + reg * var
 
-# %% ../nbs/28_neural_fdm.ipynb #6562e27c
+# %% ../nbs/28_neural_fdm.ipynb #bf5fb984
 def direct_optimize(x: torch.Tensor, s: Structure, loss_fn, load: float = -0.5, q0=None, q_min: float = 1e-3,
                     q_max: float = 20.0, method: str = 'L-BFGS-B', maxiter: int = 300, tol: float = 1e-6,
                     generator: torch.Generator | None = None) -> dict:
@@ -629,7 +629,7 @@ def iterations_to(history: list[float], target: float) -> int:
     hit = [i for i, v in enumerate(history) if v <= target]
     return hit[0] if hit else len(history)
 
-# %% ../nbs/28_neural_fdm.ipynb #cab3bf27
+# %% ../nbs/28_neural_fdm.ipynb #09e85991
 @dataclass
 class NeuralFDMConfig(ConfigBase):
     "Configuration of `NeuralFDMExperiment`; defaults = quick preset."
@@ -668,7 +668,7 @@ class NeuralFDMConfig(ConfigBase):
         self.require(self.direct_method in ('L-BFGS-B', 'SLSQP'), 'direct_method', "must be 'L-BFGS-B' or 'SLSQP'")
         self.require(self.direct_maxiter >= 1, 'direct_maxiter', 'must be positive')
 
-# %% ../nbs/28_neural_fdm.ipynb #e3f01aac
+# %% ../nbs/28_neural_fdm.ipynb #1586a7d5
 class NeuralFDMExperiment(Experiment):
     "Train FormFinder (and the NN / PINN baselines) on random targets; evaluate on a fixed test set."
     Config = NeuralFDMConfig
@@ -755,7 +755,7 @@ def make_experiment(preset: str = 'quick', seed: int = 0, **overrides) -> Neural
     "The experiment of this paper with the `quick` or `full` preset and field overrides."
     return NeuralFDMExperiment(NeuralFDMConfig.preset(preset, **overrides), seed)
 
-# %% ../nbs/28_neural_fdm.ipynb #41f69d16
+# %% ../nbs/28_neural_fdm.ipynb #9509ccc6
 def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: str = '', height: int = 420):
     "A plotly 3D figure of the network x_hat (n, 3) with edges coloured by force; optional target (n, 3) and residual arrows."
     import plotly.graph_objects as go
@@ -789,7 +789,7 @@ def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: st
                       scene=dict(aspectmode='data'), showlegend=False)
     return fig
 
-# %% ../nbs/28_neural_fdm.ipynb #814f326a
+# %% ../nbs/28_neural_fdm.ipynb #521ddb4a
 def _time_per_design(fn, x, repeats: int = 3) -> float:
     "Best-of-`repeats` seconds per design of fn(x) on a batch x."
     best = math.inf
@@ -875,7 +875,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, **overrides) -> Report:
     rep.meta = {**run_meta(preset, seed, total.seconds), **({'overrides': overrides} if overrides else {})}
     return rep
 
-# %% ../nbs/28_neural_fdm.ipynb #45777ba9
+# %% ../nbs/28_neural_fdm.ipynb #f377c9ec
 def _slider_shell(exp, w: dict) -> torch.Tensor:
     "The target shell (1, n, 3) of the design sliders, with the experiment's symmetry (doubly symmetric wiggles)."
     gen = exp.gen if isinstance(exp.gen, BezierShellGenerator) else BezierShellGenerator()
