@@ -33,11 +33,15 @@ def test_docs_site_offline_and_interactive(site):
         with page() as pg:
             pg.goto(f'http://127.0.0.1:{port}/01_live.html')
             pg.wait_for_selector('.js-plotly-plot .scatterlayer .trace', timeout=30000)
-            pg.locator('.js-plotly-plot .nsewdrag').first.hover()
-            pg.mouse.move(700, 500)
+            plot = pg.locator('.js-plotly-plot').first
+            plot.scroll_into_view_if_needed()
+            before = plot.evaluate('el => JSON.stringify(el._fullLayout.xaxis.range)')
             box = pg.locator('.js-plotly-plot .nsewdrag').first.bounding_box()
-            pg.mouse.move(box['x'] + box['width'] * 0.3, box['y'] + box['height'] * 0.5)
-            pg.wait_for_selector('.js-plotly-plot .hoverlayer .hovertext', timeout=10000)   # interactive: hover label
+            y = box['y'] + box['height'] * 0.5                                            # interactive: drag to zoom
+            pg.mouse.move(box['x'] + box['width'] * 0.2, y); pg.mouse.down()
+            pg.mouse.move(box['x'] + box['width'] * 0.4, y, steps=8); pg.mouse.up()
+            pg.wait_for_function('([el, b]) => JSON.stringify(el._fullLayout.xaxis.range) !== b',
+                                 arg=[plot.element_handle(), before], timeout=10000)
             assert 'live view appears here' in pg.inner_text('article')
             pg.goto(f'http://127.0.0.1:{port}/00_core.html')
             pg.wait_for_selector('.MathJax', timeout=30000)                                # maths typeset offline
