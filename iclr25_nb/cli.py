@@ -159,5 +159,6 @@ def main(argv=None) -> int:
     except BrokenPipeError:   # `iclr25 list | head`
         sys.stderr.close(); return 0
 
-# %% ../nbs/03_cli.ipynb #717bde31
+# %% ../nbs/03_cli.ipynb #b51148bf
+#| eval: false
 if __name__ == '__main__': sys.exit(main())
