@@ -52,7 +52,20 @@ def _public_names(src: str) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
             and not n.name.startswith('_')]
 
-# %% ../nbs/04_docs.ipynb #9c3f0152
+# %% ../nbs/04_docs.ipynb #7710654e
+# nbdev's show_doc, with a plain signature and docstring where it cannot render an object (e.g. array defaults)
+_SHOW_DOC = '''from nbdev.showdoc import show_doc
+def _docs_show_doc(obj):
+    try: return show_doc(obj)
+    except Exception:
+        import inspect
+        from IPython.display import Markdown
+        try: sig = str(inspect.signature(obj))
+        except (TypeError, ValueError): sig = '(...)'
+        doc = inspect.getdoc(obj) or ''
+        return Markdown(f"---\\n\\n### {obj.__name__}\\n\\n```python\\n{obj.__name__}{sig}\\n```\\n\\n{doc}")'''
+
+
 def _code(src, **meta): return {'cell_type': 'code', 'metadata': meta, 'source': src, 'outputs': [], 'execution_count': None}
 
 
@@ -76,8 +89,8 @@ def prepare_notebook(nb: dict) -> dict:
         if 'export' in d or 'exports' in d:
             for name in _public_names(src):
                 needs_showdoc = True
-                cells.append(_code(f'show_doc({name})', tags=['remove_input']))
-    if needs_showdoc: cells.insert(0, _code('from nbdev.showdoc import show_doc', tags=['remove_cell']))
+                cells.append(_code(f'_docs_show_doc({name})', tags=['remove_input']))
+    if needs_showdoc: cells.insert(0, _code(_SHOW_DOC, tags=['remove_cell']))
     nb['cells'] = cells
     return nb
 
