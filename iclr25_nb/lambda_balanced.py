@@ -990,14 +990,14 @@ def explorer(steps: int = 300, delay: float = 0.02, autostart: bool = False):
     "Live view of GD on a λ-balanced network over its exact solution; see the markdown above for the controls."
     from iclr25_nb.live import LiveView, _panel
     pn = _panel()
-    ctl = {'lmda': pn.widgets.DiscreteSlider(name='λ (relative scale, symmetric log)', options=list(EXPLORER_LAMBDAS), value=0.0),
-           'scale': pn.widgets.DiscreteSlider(name='absolute scale (singular value of W2W1 at t=0)', options=list(EXPLORER_SCALES), value=0.03),
-           'n_in': pn.widgets.IntSlider(name='Ni (inputs)', start=1, end=8, value=5),
-           'n_out': pn.widgets.IntSlider(name='No (outputs)', start=1, end=8, value=5),
-           'aligned': pn.widgets.Checkbox(name='aligned initialisation', value=False),
-           'task': pn.widgets.Select(name='task', options=list(TASKS), value='random'),
-           'lr': pn.widgets.DiscreteSlider(name='learning rate η', options=[0.002, 0.005, 0.01, 0.02], value=0.01),
-           't_view': pn.widgets.FloatSlider(name='heat-map time (fraction of the run)', start=0.0, end=1.0, step=0.01, value=1.0)}
+    ctl = {'lmda': pn.widgets.DiscreteSlider(label='λ (relative scale, symmetric log)', options=list(EXPLORER_LAMBDAS), value=0.0),
+           'scale': pn.widgets.DiscreteSlider(label='absolute scale (singular value of W2W1 at t=0)', options=list(EXPLORER_SCALES), value=0.03),
+           'n_in': pn.widgets.IntSlider(label='Ni (inputs)', start=1, end=8, value=5),
+           'n_out': pn.widgets.IntSlider(label='No (outputs)', start=1, end=8, value=5),
+           'aligned': pn.widgets.Checkbox(label='aligned initialisation', value=False),
+           'task': pn.widgets.Select(label='task', options=list(TASKS), value='random'),
+           'lr': pn.widgets.DiscreteSlider(label='learning rate η', options=[0.002, 0.005, 0.01, 0.02], value=0.01),
+           't_view': pn.widgets.FloatSlider(label='heat-map time (fraction of the run)', start=0.0, end=1.0, step=0.01, value=1.0)}
 
     def make(t_view=None, **kw): return make_experiment('quick', steps=steps, delay=delay, **kw)
     def render(snap, history, exp): return lambda_render(snap, history, exp, ctl['t_view'].value)

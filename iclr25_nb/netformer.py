@@ -839,17 +839,17 @@ def explorer(system: str = 'linear', steps: int = 100_000, autostart: bool = Fal
     pn = _panel()
     dflt = SYSTEM_DEFAULTS[system]
     controls = {
-        'system': pn.widgets.Select(name='system', options=list(SYSTEMS), value=system),
-        'history': pn.widgets.IntSlider(name='history length H', start=1, end=40, value=dflt['history']),
-        'embed_dim': pn.widgets.IntSlider(name='embedding size d_E', start=0, end=64, value=dflt['embed_dim']),
-        'noise': pn.widgets.FloatSlider(name='noise', start=0.0, end=5.0, step=0.05, value=dflt['noise']),
-        'nonstationarity': pn.widgets.FloatSlider(name='nonstationarity |a| (toys)', start=0.0, end=0.6, step=0.05, value=0.3),
-        'activation': pn.widgets.Select(name='attention activation', options=list(ACTIVATIONS), value='none'),
-        'layernorm': pn.widgets.Checkbox(name='layer norm', value=dflt['layernorm']),
-        'lr': pn.widgets.FloatSlider(name='learning rate', start=1e-4, end=0.05, step=1e-4, value=dflt['lr']),
-        'pair_i': pn.widgets.IntInput(name='pair: post neuron i (-1 = auto)', value=-1, start=-1, end=199),
-        'pair_j': pn.widgets.IntInput(name='pair: pre neuron j', value=0, start=0, end=199),
-        'time_index': pn.widgets.IntSlider(name='time index in test window (-1 = mean)', start=-1, end=599, value=-1),
+        'system': pn.widgets.Select(label='system', options=list(SYSTEMS), value=system),
+        'history': pn.widgets.IntSlider(label='history length H', start=1, end=40, value=dflt['history']),
+        'embed_dim': pn.widgets.IntSlider(label='embedding size d_E', start=0, end=64, value=dflt['embed_dim']),
+        'noise': pn.widgets.FloatSlider(label='noise', start=0.0, end=5.0, step=0.05, value=dflt['noise']),
+        'nonstationarity': pn.widgets.FloatSlider(label='nonstationarity |a| (toys)', start=0.0, end=0.6, step=0.05, value=0.3),
+        'activation': pn.widgets.Select(label='attention activation', options=list(ACTIVATIONS), value='none'),
+        'layernorm': pn.widgets.Checkbox(label='layer norm', value=dflt['layernorm']),
+        'lr': pn.widgets.FloatSlider(label='learning rate', start=1e-4, end=0.05, step=1e-4, value=dflt['lr']),
+        'pair_i': pn.widgets.IntInput(label='pair: post neuron i (-1 = auto)', value=-1, start=-1, end=199),
+        'pair_j': pn.widgets.IntInput(label='pair: pre neuron j', value=0, start=0, end=199),
+        'time_index': pn.widgets.IntSlider(label='time index in test window (-1 = mean)', start=-1, end=599, value=-1),
     }
 
     def on_system(event):                       # a new system brings its own defaults

@@ -938,16 +938,16 @@ def explorer(steps: int = 100_000, autostart: bool = False, **overrides):
     "Live shell designer and tower panel while FormFinder and its baselines train (a `LiveView`)."
     from iclr25_nb.live import LiveView, _panel
     pn = _panel()
-    controls = {'task': pn.widgets.Select(name='task', options=['shell', 'tower'], value='shell'),
-                'lr': pn.widgets.FloatInput(name='learning rate', value=1e-3, step=1e-4, start=1e-5, end=1e-2),
-                'kappa': pn.widgets.FloatSlider(name='PINN residual weight κ (0 = off)', start=0, end=10, step=0.5, value=0)}
-    view_widgets = {'height': pn.widgets.FloatSlider(name='pillow: interior height', start=1, end=10, step=0.25, value=6),
-                    'bulge': pn.widgets.FloatSlider(name='dome: boundary in/out', start=-5, end=5, step=0.25, value=0),
-                    'lift': pn.widgets.FloatSlider(name='saddle: boundary lift', start=0, end=10, step=0.25, value=3),
-                    'load': pn.widgets.FloatSlider(name='area load', start=-2, end=-0.05, step=0.05, value=-0.5),
-                    'baseline': pn.widgets.Checkbox(name='show the NN baseline and its residual forces', value=False),
-                    'ring_scale': pn.widgets.FloatSlider(name='tower: middle ring x-scale', start=0.5, end=1.5, step=0.05, value=0.8),
-                    'ring_twist': pn.widgets.FloatSlider(name='tower: middle ring twist (deg)', start=-15, end=15, step=1, value=10)}
+    controls = {'task': pn.widgets.Select(label='task', options=['shell', 'tower'], value='shell'),
+                'lr': pn.widgets.FloatInput(label='learning rate', value=1e-3, step=1e-4, start=1e-5, end=1e-2),
+                'kappa': pn.widgets.FloatSlider(label='PINN residual weight κ (0 = off)', start=0, end=10, step=0.5, value=0)}
+    view_widgets = {'height': pn.widgets.FloatSlider(label='pillow: interior height', start=1, end=10, step=0.25, value=6),
+                    'bulge': pn.widgets.FloatSlider(label='dome: boundary in/out', start=-5, end=5, step=0.25, value=0),
+                    'lift': pn.widgets.FloatSlider(label='saddle: boundary lift', start=0, end=10, step=0.25, value=3),
+                    'load': pn.widgets.FloatSlider(label='area load', start=-2, end=-0.05, step=0.05, value=-0.5),
+                    'baseline': pn.widgets.Checkbox(label='show the NN baseline and its residual forces', value=False),
+                    'ring_scale': pn.widgets.FloatSlider(label='tower: middle ring x-scale', start=0.5, end=1.5, step=0.05, value=0.8),
+                    'ring_twist': pn.widgets.FloatSlider(label='tower: middle ring twist (deg)', start=-15, end=15, step=1, value=10)}
     make = lambda **kw: make_experiment('quick', steps=steps, test_size=8, **{**overrides, **kw})
     render = lambda snap, history, exp: neural_fdm_render(snap, history, exp, view_widgets)
     view = LiveView(make, render, controls, title='Neural FDM: shell designer', autostart=autostart, ncols=2,

@@ -785,16 +785,16 @@ def explorer(steps: int = 2000, delay: float = 0.05, autostart: bool = False):
     "Live view of causal OT between two noisy systems, with sliders for ρ, noise, K, α, T, N, the system and restarts."
     from iclr25_nb.live import LiveView, _panel
     pn = _panel()
-    controls = {'system': pn.widgets.Select(name='system (motor: x = dynamics ρ, y = output only; diffusion: SDE vs ODE)',
+    controls = {'system': pn.widgets.Select(label='system (motor: x = dynamics ρ, y = output only; diffusion: SDE vs ODE)',
                                             options=['motor', 'diffusion'], value='motor'),
-                'rho': pn.widgets.FloatSlider(name='ρ: noise propagated through dynamics', start=0.0, end=1.0, step=0.05, value=1.0),
-                'noise': pn.widgets.FloatSlider(name='latent noise std', start=0.05, end=1.0, step=0.05, value=0.3),
-                'K': pn.widgets.IntSlider(name='trials K (0 = exact covariances)', start=0, end=1000, step=10, value=0),
-                'alpha': pn.widgets.FloatSlider(name='α (0: covariance only, 2: means only)', start=0.0, end=2.0, step=0.1, value=1.0),
-                'T': pn.widgets.IntSlider(name='time points T', start=2, end=40, value=15),
-                'N': pn.widgets.IntSlider(name='neurons N', start=2, end=30, value=10),
-                'n_restarts': pn.widgets.IntSlider(name='restarts', start=1, end=10, value=3),
-                'delay': pn.widgets.FloatSlider(name='seconds per step', start=0.0, end=0.3, step=0.01, value=delay)}
+                'rho': pn.widgets.FloatSlider(label='ρ: noise propagated through dynamics', start=0.0, end=1.0, step=0.05, value=1.0),
+                'noise': pn.widgets.FloatSlider(label='latent noise std', start=0.05, end=1.0, step=0.05, value=0.3),
+                'K': pn.widgets.IntSlider(label='trials K (0 = exact covariances)', start=0, end=1000, step=10, value=0),
+                'alpha': pn.widgets.FloatSlider(label='α (0: covariance only, 2: means only)', start=0.0, end=2.0, step=0.1, value=1.0),
+                'T': pn.widgets.IntSlider(label='time points T', start=2, end=40, value=15),
+                'N': pn.widgets.IntSlider(label='neurons N', start=2, end=30, value=10),
+                'n_restarts': pn.widgets.IntSlider(label='restarts', start=1, end=10, value=3),
+                'delay': pn.widgets.FloatSlider(label='seconds per step', start=0.0, end=0.3, step=0.01, value=delay)}
     make = lambda **kw: make_experiment('quick', steps=steps, **kw)
     return LiveView(make, render, controls, title='Noisy trajectories: causal OT between Gaussian processes', autostart=autostart,
                     description='x and y share means and per-time marginals; only the flow of noise through time differs. '

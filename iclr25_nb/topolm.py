@@ -777,14 +777,14 @@ def explorer(steps: int = 3000, **overrides):
     from iclr25_nb.live import LiveView, curves_figure, _panel
     pn = _panel()
     base = TopoLMConfig.quick(steps=steps, **overrides)
-    w = {'alpha': pn.widgets.FloatSlider(name='alpha (new run)', start=0.0, end=10.0, step=0.5, value=base.alpha),
-         'radius': pn.widgets.IntSlider(name='radius (new run)', start=1, end=5, value=base.radius),
-         'grid': pn.widgets.IntSlider(name='grid size (new run)', start=8, end=16, step=2, value=base.grid),
-         'contrast': pn.widgets.Select(name='contrast', options=list(CONTRASTS), value='noun vs verb'),
-         'fwhm': pn.widgets.FloatSlider(name='smoothing FWHM', start=0.0, end=4.0, step=0.5, value=0.0),
-         'contours': pn.widgets.Checkbox(name='localizer contours', value=True),
-         'sheet': pn.widgets.IntSlider(name='inspector: sheet', start=0, end=2 * base.n_layer - 1, value=2 * base.n_layer - 1),
-         'unit': pn.widgets.IntSlider(name='inspector: unit', start=0, end=base.grid ** 2 - 1, value=0)}
+    w = {'alpha': pn.widgets.FloatSlider(label='alpha (new run)', start=0.0, end=10.0, step=0.5, value=base.alpha),
+         'radius': pn.widgets.IntSlider(label='radius (new run)', start=1, end=5, value=base.radius),
+         'grid': pn.widgets.IntSlider(label='grid size (new run)', start=8, end=16, step=2, value=base.grid),
+         'contrast': pn.widgets.Select(label='contrast', options=list(CONTRASTS), value='noun vs verb'),
+         'fwhm': pn.widgets.FloatSlider(label='smoothing FWHM', start=0.0, end=4.0, step=0.5, value=0.0),
+         'contours': pn.widgets.Checkbox(label='localizer contours', value=True),
+         'sheet': pn.widgets.IntSlider(label='inspector: sheet', start=0, end=2 * base.n_layer - 1, value=2 * base.n_layer - 1),
+         'unit': pn.widgets.IntSlider(label='inspector: unit', start=0, end=base.grid ** 2 - 1, value=0)}
 
     def make(**kw):
         run = {k: kw[k] for k in _RUN_KEYS if k in kw}
