@@ -5,11 +5,12 @@
 # %% auto #0
 __all__ = ['log', 'build_parser', 'cmd_list', 'cmd_reproduce', 'cmd_train', 'cmd_serve', 'cmd_docs', 'main']
 
-# %% ../nbs/03_cli.ipynb #29c47f6b
+# %% ../nbs/03_cli.ipynb #c5e6bf70
 import argparse
 import ast
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument('--only', nargs='*', default=None, metavar='NAME', help='only these notebooks (stems, e.g. 00_core)')
     return p
 
-# %% ../nbs/03_cli.ipynb #8aeb5c2c
+# %% ../nbs/03_cli.ipynb #7fb71024
 def cmd_list(args) -> int:
     for p in PAPERS.values():
         print(f"{p.number:>3}  {p.name:<20} {'implemented' if p.implemented else 'planned    '}  {p.title}")
@@ -113,6 +114,9 @@ def cmd_train(args, parser) -> int:
     if trainer.resumed_from is not None: print(f"resumed from step {trainer.resumed_from} ({trainer.checkpoint_path})", flush=True)
     total = exp.max_steps
     bar = tqdm(total=total, initial=exp.step_count, desc=f"train {args.paper}", unit='step')
+    # Ctrl-C (and SIGTERM) must save and exit even where the shell started us with SIGINT ignored (background jobs)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     trainer.start()
     try:
         while trainer.alive:

@@ -48,14 +48,17 @@ def test_train_demo_writes_checkpoint(tmp_path):
     assert (tmp_path / 'checkpoint.pt').exists()
 
 
-def test_train_ctrl_c_saves_and_exits_130(tmp_path):
+@pytest.mark.parametrize('sig', ['SIGINT', 'SIGTERM'])
+def test_train_ctrl_c_saves_and_exits_130(tmp_path, sig):
+    "Also when started with SIGINT ignored, as shells start background jobs."
     import signal, time
-    p = subprocess.Popen([sys.executable, '-m', 'iclr25_nb.cli', 'train', 'demo', '--set', 'steps=100000', '--set', 'delay=0.005',
+    sig = getattr(signal, sig)
+    p = subprocess.Popen(preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), args=[sys.executable, '-m', 'iclr25_nb.cli', 'train', 'demo', '--set', 'steps=100000', '--set', 'delay=0.005',
                           '--checkpoint-dir', str(tmp_path), '--checkpoint-every', '0.5'], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     t0 = time.monotonic()
     while not (tmp_path / 'checkpoint.pt').exists() and time.monotonic() - t0 < 120: time.sleep(0.1)   # training runs
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 130 and 'interrupted at step' in err and 'checkpoint at' in err
     from iclr25_nb.core import load_checkpoint
