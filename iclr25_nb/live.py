@@ -42,7 +42,7 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
     if log_y: fig.update_yaxes(type='log')
     return fig
 
-# %% ../nbs/01_live.ipynb #57988893
+# %% ../nbs/01_live.ipynb #05fa348e
 class LiveView:
     """A live explorer: controls, start/pause/stop, a status line and plotly figures redrawn from a
     `BackgroundTrainer` every `period_ms` while it runs. `LiveView` is a Panel viewer: display it in a notebook,
@@ -130,8 +130,8 @@ class LiveView:
     def _render(self) -> dict:
         t = self.trainer
         exp = t.experiment if t is not None else None
+        if t is not None and t.latest is None: t.refresh_snapshot()   # a run not started yet shows its initial state
         snap = t.latest if t is not None else None
-        if snap is None and exp is not None and not (t and t.alive): snap = exp.snapshot()
         view = {k: w.value for k, w in self.view_controls.items()}
         figs = self.render(snap, t.history if t is not None else [], exp, **view)
         if not isinstance(figs, dict): raise TypeError(f"render must return a dict of plotly figures, got {type(figs).__name__}")
@@ -151,7 +151,6 @@ class LiveView:
 
     def refresh(self, force: bool = False):
         "Redraw the figures if the trainer has moved on since the last drawing (called by the periodic callback)."
-        if not hasattr(self, 'panes'): return False     # still being built
         t = self.trainer
         key = (id(t), t.step if t else None, t.status if t else None, id(t.latest) if t else None)
         self._update_status()
