@@ -155,7 +155,7 @@ def finish_notebook(nb: dict) -> dict:
         c['outputs'] = outs
     return nb
 
-# %% ../nbs/04_docs.ipynb #5df67f6e
+# %% ../nbs/04_docs.ipynb #594372a7
 def _site_config(src: Path, pages: list[tuple[str, str]]) -> dict:
     return {
         'site_name': 'iclr25_nb', 'docs_dir': str(src), 'use_directory_urls': False,
@@ -198,12 +198,11 @@ def _strip_mermaid(site: Path):
 def check_offline(site: Path) -> list[str]:
     "Every script or stylesheet of the built site that would come from another host (should be empty)."
     bad = []
+    pat = re.compile(r'<(?:script|link|img|iframe)[^>]+(?:src|href)=["\'](?:https?:)?//[^"\']+', re.I)
     for f in site.rglob('*.html'):
         text = f.read_text(encoding='utf-8', errors='replace')
         bad += [f"{f.relative_to(site)}: mentions {h}" for h in CDN_HOSTS if h in text]
-    pat = re.compile(r'<(?:script|link|img|iframe)[^>]+(?:src|href)=["\'](?:https?:)?//[^"\']+', re.I)
-    for f in site.rglob('*.html'):
-        for m in pat.findall(f.read_text(encoding='utf-8', errors='replace')):
+        for m in pat.findall(text):
             if '<link' in m.lower() and 'stylesheet' not in m.lower() and 'preload' not in m.lower(): continue
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
