@@ -15,12 +15,7 @@ from .core import BackgroundTrainer, Experiment
 log = logging.getLogger(__name__)
 
 # %% ../nbs/01_live.ipynb #81a8e8c4
-def _panel():
-    import panel as pn
-    if not getattr(_panel, 'loaded', False):
-        pn.extension('plotly', notifications=False)
-        _panel.loaded = True
-    return pn
+from .panel_env import panel as _panel   # one loader for every view
 
 
 def history_series(history: list[dict], key: str, max_points: int = 2000) -> tuple[list, list]:
