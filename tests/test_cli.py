@@ -26,7 +26,12 @@ def test_list(capsys):
     (['reproduce', 'space'], 'not implemented yet: space'),
     (['reproduce', '--preset', 'huge'], "invalid choice: 'huge'"),
     (['train', 'demo', '--set', 'lr'], '--set expects FIELD=VALUE'),
-    (['train', 'demo', '--set', 'lr=-3'], 'RegressionConfig.lr must be in (0, 2)'),
+    (['train', 'demo', '--set', 'lr=-3'], 'RegressionConfig.lr must be greater than 0 (got -3)'),
+    (['train', 'demo', '--device', 'tpu'], 'device must be cpu, cuda or mps'),
+    (['reproduce', 'eign', '--seed', '1', '--seeds', '0-2'], 'give --seed or --seeds, not both'),
+    (['reproduce', 'eign', '--seeds', 'x'], 'seeds must look like'),
+    (['reproduce', 'eign', '--jobs', '0'], '--jobs must be at least 1'),
+    (['reproduce', 'eign', '--device', 'quantum'], 'device must be cpu, cuda or mps'),
     (['train', 'demo', '--set', 'speed=3'], "no field(s) ['speed']"),
     (['train', 'demo', '--resume'], '--resume needs --checkpoint-dir'),
     (['train', 'demo', '--checkpoint-every', '0'], '--checkpoint-every must be positive'),
@@ -65,20 +70,59 @@ def test_train_ctrl_c_saves_and_exits_130(tmp_path, sig):
     assert load_checkpoint(tmp_path / 'checkpoint.pt')['experiment']['step_count'] > 0
 
 
-def test_reproduce_check_exit_codes(tmp_path, monkeypatch, capsys):
-    "--check turns a claim that does not hold into exit status 1; reports are written either way."
+@pytest.fixture
+def fake_paper(monkeypatch):
+    "deeptage's registry entry answers with a fake module whose claims hold or not as the test says."
     from iclr25_nb import core
     from iclr25_nb.core import Claim, Report
     class Fake:
-        holds = True
+        holds = True          # the headline's verdict on the full method
+        ablated_holds = False # ... and with the key component off
         @staticmethod
-        def reproduce(preset='quick', seed=0):
-            r = Report('fake', 'Fake'); r.add_row('m', x=1.0)
-            r.add_claim(Claim.compare('x is positive', 1.0 if Fake.holds else -1.0, '>', 0)); return r
+        def reproduce(preset='quick', seed=0, ablate=False, data=None, device='cpu'):
+            r = Report('fake', 'Fake', meta=core.run_meta(preset, seed, ablate=ablate)); r.add_row('m', x=1.0)
+            ok = Fake.ablated_holds if ablate else Fake.holds
+            r.add_claim(Claim.compare('x beats the control', 1.0 + seed if ok else -1.0, '>', 0, kind='headline',
+                                      control=('control', 0.0)))
+            r.add_claim(Claim.compare('an identity', 0.0, '<=', 0)); return r
     monkeypatch.setattr(core.Paper, 'implemented', property(lambda self: self.name == 'deeptage'))
     monkeypatch.setattr(core.Paper, 'load', lambda self: Fake)
+    return Fake
+
+
+def test_reproduce_check_exit_codes(tmp_path, fake_paper, capsys):
+    "--check turns a claim that does not hold into exit status 1; reports are written either way."
     assert main(['reproduce', 'deeptage', '--out', str(tmp_path), '--check']) == 0
-    assert (tmp_path / 'deeptage' / 'report.html').exists() and 'x is positive' in capsys.readouterr().out
-    Fake.holds = False
+    out = capsys.readouterr().out
+    assert (tmp_path / 'deeptage' / 'report.html').exists() and 'x beats the control' in out
+    assert '1/1 claims hold; 1/1 sanity checks' in out
+    fake_paper.holds = False
     assert main(['reproduce', '--out', str(tmp_path), '--check']) == 1
+    assert 'does not hold: x beats the control' in capsys.readouterr().err
     assert main(['reproduce', '--out', str(tmp_path)]) == 0
+
+
+def test_reproduce_ablate_check_passes_only_when_every_headline_fails(tmp_path, fake_paper, capsys):
+    assert main(['reproduce', 'deeptage', '--ablate', '--out', str(tmp_path), '--check']) == 0
+    assert (tmp_path / 'deeptage' / 'ablate' / 'report.json').exists()
+    fake_paper.ablated_holds = True
+    assert main(['reproduce', 'deeptage', '--ablate', '--out', str(tmp_path), '--check']) == 1
+    assert 'still holds with the ablation: x beats the control' in capsys.readouterr().err
+
+
+def test_reproduce_seeds_writes_a_seed_table(tmp_path, fake_paper, capsys):
+    assert main(['reproduce', 'deeptage', '--seeds', '0-2', '--out', str(tmp_path), '--check']) == 0
+    table = json.loads((tmp_path / 'deeptage' / 'seeds.json').read_text())
+    assert table[0]['values'] == [1.0, 2.0, 3.0] and table[0]['holds'] == 3 and table[0]['mean'] == 2.0
+    assert (tmp_path / 'deeptage' / 'seed-2' / 'report.md').exists()
+    assert '| headline | x beats the control | 1 | 2 | 3 |' in (tmp_path / 'deeptage' / 'seeds.md').read_text()
+
+
+def test_reproduce_seeds_in_parallel_processes(tmp_path):
+    "--jobs 2 runs seeds in two spawned processes (the real demo-free path: the cheapest paper, quick preset)."
+    from iclr25_nb.core import PAPERS
+    if not PAPERS['lambda_balanced'].implemented: pytest.skip('lambda_balanced not implemented')
+    r = run('reproduce', 'lambda_balanced', '--seeds', '0-1', '--jobs', '2', '--out', str(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    table = json.loads((tmp_path / 'lambda_balanced' / 'seeds.json').read_text())
+    assert table and all(row['seeds'] == [0, 1] for row in table)

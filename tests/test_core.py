@@ -24,8 +24,8 @@ def demo(**kw): return RegressionDemo(RegressionConfig(**kw), seed=0)
 
 
 # -- configs ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize('field,value,msg', [('lr', 0.0, 'lr must be in (0, 2)'), ('n', 1, 'n must be at least 2'),
-                                             ('noise', -0.1, 'noise must be non-negative'), ('steps', 0, 'steps must be at least 1')])
+@pytest.mark.parametrize('field,value,msg', [('lr', 0.0, 'lr must be greater than 0 (got 0.0)'), ('n', 1, 'n must be at least 2'),
+                                             ('noise', -0.1, 'noise must be at least 0 (got -0.1)'), ('steps', 0, 'steps must be at least 1')])
 def test_config_rejects_bad_values_naming_the_field(field, value, msg):
     with pytest.raises(ValueError, match=re.escape(f"RegressionConfig.{msg} (got {value!r})")): RegressionConfig(**{field: value})
 
@@ -155,7 +155,7 @@ def test_report_formats(tmp_path):
     r.figures['f'] = go.Figure(go.Scatter(y=[1, 2, 3])); r.figures['g'] = go.Figure(go.Bar(y=[1]))
     assert not r.all_hold
     md = r.to_markdown()
-    assert '| a beats b | 0.5 | < 1 | yes |' in md and '**no**' in md and 'x\\|y' in md
+    assert '| sanity | a beats b | 0.5 | < 1 |  |  | yes |' in md and '**no**' in md and 'x\\|y' in md
     d = json.loads(r.to_json())
     assert d['rows'][1]['mse'] == 'inf' and d['all_hold'] is False and set(d['figures']) == {'f', 'g'}
     assert Report.from_json(r.to_json()).to_markdown() == md
