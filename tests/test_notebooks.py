@@ -1,4 +1,5 @@
-"The notebooks run (nbdev_test), are committed clean, and the library equals what nbdev_export writes."
+"The notebooks run (nbdev_test), are committed clean, and the library equals what tools/export.py writes."
+import json
 import os
 import shutil
 import subprocess
@@ -7,6 +8,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+IGNORE = shutil.ignore_patterns('.venv', '.git', '_docs', '_proc', '_exec', '*.egg-info', '__pycache__', 'reports', 'site')
+
+
+def _library(root: Path) -> dict[str, str]:
+    "Every module of the library under `root`, subpackages included, by relative path."
+    lib = root / 'iclr25_nb'
+    return {str(f.relative_to(lib)): f.read_text() for f in sorted(lib.rglob('*.py')) if '__pycache__' not in f.parts}
+
+
+def _export(root: Path):
+    r = subprocess.run([sys.executable, 'tools/export.py'], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_notebooks_run():
@@ -18,18 +31,77 @@ def test_notebooks_run():
 
 
 def test_library_matches_notebooks(tmp_path):
-    "Export into a copy and compare with the committed library."
+    "Export into a copy and compare with the committed library, module by module (subpackages included)."
     copy = tmp_path / 'repo'
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns('.venv', '.git', '_docs', '_proc', '*.egg-info', '__pycache__', 'reports'))
-    r = subprocess.run([str(BIN / 'nbdev_export')], cwd=copy, capture_output=True, text=True)
+    shutil.copytree(ROOT, copy, ignore=IGNORE)
+    _export(copy)
+    ours, theirs = _library(ROOT), _library(copy)
+    assert sorted(ours) == sorted(theirs), set(ours) ^ set(theirs)
+    for name in ours: assert ours[name] == theirs[name], f"{name} differs from its notebook: run tools/export.py"
+
+
+FAKE_PAPER = '''# %% [markdown]
+# # fake_sub
+#
+# > A paper whose one notebook exports into a subpackage.
+
+# %%
+#| default_exp fake_sub.__init__
+
+# %%
+#| export
+PAPER = dict(number=99, name='fake_sub', title='A fake paper', authors='Nobody', code=None, field='tests',
+             ablation='the model off')
+
+# %%
+#| export fake_sub.model
+from iclr25_nb.core import Experiment, ConfigBase, bound
+from dataclasses import dataclass
+
+@dataclass
+class FakeConfig(ConfigBase):
+    steps: int = bound(5, ge=1)
+
+class FakeExperiment(Experiment):
+    Config = FakeConfig
+    name = 'fake_sub'
+    def step(self): return {'loss': 1.0}
+
+# %%
+#| export
+from iclr25_nb.fake_sub.model import FakeExperiment
+make_experiment = FakeExperiment.from_preset
+
+def reproduce(preset='quick', seed=0, ablate=False, data=None, device='cpu'): return None
+
+def explorer(autostart=False, **config): return None
+'''
+
+
+def test_a_paper_may_export_into_a_subpackage(tmp_path):
+    "One notebook, several modules under iclr25_nb/<paper>/: exported twice alike, and the registry reads it."
+    copy = tmp_path / 'repo'
+    shutil.copytree(ROOT, copy, ignore=IGNORE)
+    (tmp_path / 'fake.py').write_text(FAKE_PAPER)
+    r = subprocess.run([sys.executable, 'tools/nbpercent.py', 'to-nb', str(tmp_path / 'fake.py'), 'nbs/99_fake_sub.ipynb'],
+                       cwd=copy, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    for f in sorted((ROOT / 'iclr25_nb').glob('*.py')):
-        assert (copy / 'iclr25_nb' / f.name).read_text() == f.read_text(), f"{f.name} differs from its notebook: run nbdev_export"
-    assert sorted(p.name for p in (copy / 'iclr25_nb').glob('*.py')) == sorted(p.name for p in (ROOT / 'iclr25_nb').glob('*.py'))
+    _export(copy)
+    first = _library(copy)
+    assert {'fake_sub/__init__.py', 'fake_sub/model.py'} <= set(first)
+    _export(copy)
+    assert _library(copy) == first, 'exporting twice changed the subpackage'
+    probe = ("import json, iclr25_nb, iclr25_nb.fake_sub as m; from iclr25_nb.core import read_paper_meta, check_contract;"
+             "print(json.dumps([iclr25_nb.__file__, read_paper_meta('iclr25_nb.fake_sub'), check_contract(m),"
+             " m.make_experiment(steps=3).config.steps]))")
+    r = subprocess.run([sys.executable, '-c', probe], cwd=copy, capture_output=True, text=True,
+                       env={**os.environ, 'PYTHONPATH': str(copy)})
+    assert r.returncode == 0, r.stderr
+    where, meta, problems, steps = json.loads(r.stdout)
+    assert where.startswith(str(copy)) and meta['title'] == 'A fake paper' and problems == [] and steps == 3
 
 
 def test_notebooks_have_no_outputs():
-    import json
     for nb in sorted((ROOT / 'nbs').glob('*.ipynb')):
         cells = json.loads(nb.read_text())['cells']
         dirty = [i for i, c in enumerate(cells) if c['cell_type'] == 'code' and (c.get('outputs') or c.get('execution_count'))]
