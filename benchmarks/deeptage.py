@@ -5,27 +5,18 @@ and spike agreement; and the training-step overhead of DeepTAGE (TASG + deep sup
     python benchmarks/deeptage.py [--repeats 20]
 """
 import argparse
-import time
 
 import torch
 
+from _timing import Row, table, time_call
 from iclr25_nb import deeptage as dt
-
-
-def _time(fn, repeats):
-    fn()                                                     # warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
-    ts.sort()
-    return ts[len(ts) // 2]                                  # median
 
 
 def lif_peers(T=6, B=64, shape=(32, 8, 8), repeats=20):
     torch.manual_seed(0)
     x0 = torch.randn(T, B, *shape) * 1.5
     g = torch.randn_like(x0)
-    rows, spikes = [], {}
+    task, size = 'LIF forward+backward', f"T={T}, B={B}, {'x'.join(map(str, shape))} neurons"
 
     def run(layer, reset=None):
         def f():
@@ -36,21 +27,31 @@ def lif_peers(T=6, B=64, shape=(32, 8, 8), repeats=20):
             return s
         return f
 
+    def agree(s):
+        return f"{100 * (s == spikes).float().mean().item():.2f}% spikes"
+
     ours = dt.LIFLayer(tau=2.0, v_th=1.0, surrogate='atan', width=1.0)
     ours_tasg = dt.LIFLayer(tau=2.0, v_th=1.0, surrogate='atan', width=1.0, temporal_align=True, w=0.25)
-    rows.append(('iclr25_nb LIFLayer (fixed ATan)', _time(run(ours), repeats))); spikes['ours'] = ours(x0)
-    rows.append(('iclr25_nb LIFLayer (TASG, w=0.25)', _time(run(ours_tasg), repeats)))
+    t_ours = time_call(run(ours), repeats)
+    with torch.no_grad(): spikes = ours(x0)
+    rows = [Row(task + ', TASG w=0.25', size, time_call(run(ours_tasg), repeats), t_ours, None,
+                'ours, fixed ATan (TASG overhead)')]
     try:
         from spikingjelly.activation_based import neuron, surrogate, functional
+    except ImportError as e:
+        rows.append(Row.skipped(task, size, t_ours, 'spikingjelly LIFNode', e))
+    else:
         sj = neuron.LIFNode(tau=2.0, decay_input=False, v_threshold=1.0, v_reset=0.0,
                             surrogate_function=surrogate.ATan(alpha=2.0), step_mode='m')
-        rows.append(('spikingjelly LIFNode (m, torch)', _time(run(sj, functional.reset_net), repeats)))
-        with torch.no_grad(): spikes['spikingjelly'] = sj(x0); functional.reset_net(sj)
-    except ImportError:
-        rows.append(('spikingjelly (not installed)', float('nan')))
+        t_sj = time_call(run(sj, functional.reset_net), repeats)
+        with torch.no_grad(): s_sj = sj(x0); functional.reset_net(sj)
+        rows.append(Row(task, size, t_ours, t_sj, agree(s_sj), 'spikingjelly LIFNode (m, torch)'))
     try:
         import snntorch as snn
         from snntorch import surrogate as ssur
+    except ImportError as e:
+        rows.append(Row.skipped(task, size, t_ours, 'snntorch Leaky', e))
+    else:
         leaky = snn.Leaky(beta=0.5, threshold=1.0, spike_grad=ssur.atan(alpha=2.0), reset_mechanism='zero')
 
         def loop(x):
@@ -58,38 +59,32 @@ def lif_peers(T=6, B=64, shape=(32, 8, 8), repeats=20):
             for t in range(x.shape[0]):
                 s, mem = leaky(x[t], mem); out.append(s)
             return torch.stack(out)
-        rows.append(('snntorch Leaky (Python loop)', _time(run(loop), repeats)))
-        with torch.no_grad(): spikes['snntorch'] = loop(x0)
-    except ImportError:
-        rows.append(('snntorch (not installed)', float('nan')))
-    agree = {k: (v == spikes['ours']).float().mean().item() for k, v in spikes.items() if k != 'ours'}
-    return rows, agree
+        t_snn = time_call(run(loop), repeats)
+        with torch.no_grad(): s_snn = loop(x0)
+        rows.append(Row(task, size, t_ours, t_snn, agree(s_snn), 'snntorch Leaky (Python loop)'))
+    return rows
 
 
 def training_overhead(repeats=10):
-    x, y, _, _ = dt.digits_static(seed=0)
-    out = {}
+    "One optimiser step of each variant on the same quick-preset net; TET is the baseline row."
+    t = {}
     for v in ('TET', 'TASG', 'DS', 'DeepTAGE'):
         exp = dt.make_experiment('quick', 0, variant=v, steps=10 ** 6)
-        out[v] = _time(lambda: exp.step(), repeats)
-    return out
+        t[v] = time_call(exp.step, repeats)
+    size = 'quick preset: depth 10, 16 ch, T=4, batch 64'
+    return [Row(f'training step, {v}', size, t[v], t['TET'], None, 'TET (same net)') for v in t]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--repeats', type=int, default=20)
     a = ap.parse_args()
-    rows, agree = lif_peers(repeats=a.repeats)
-    base = rows[0][1]
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; LIF forward+backward, T=6, B=64, 32x8x8 neurons")
-    print(f"{'implementation':40s} {'median ms':>10s} {'ours (fixed) / row':>20s}")
-    for name, t in rows:
-        print(f"{name:40s} {1e3 * t:10.2f} {base / t:20.2f}")
-    print('spike agreement with our LIFLayer:', ', '.join(f"{k} {100 * v:.2f}%" for k, v in agree.items()))
-    tr = training_overhead(max(3, a.repeats // 2))
-    print('\ntraining step, quick preset (depth 10, 16 ch, T=4, batch 64), median s:')
-    for k, t in tr.items():
-        print(f"{k:10s} {t:8.3f}  ratio to TET {t / tr['TET']:.2f}")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median of {a.repeats} after 1 warm-up\n")
+    print(table(lif_peers(repeats=a.repeats), 'LIF layer: ours (fixed ATan) vs peers', unit='ms',
+                agreement='spike agreement with ours'))
+    print()
+    print(table(training_overhead(max(3, a.repeats // 2)), 'DeepTAGE training-step overhead over TET', unit='ms'))
+    print('\nours / peer below 1: ours is faster; in the training table the ratio is the overhead over TET')
 
 
 if __name__ == '__main__':

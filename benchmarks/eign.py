@@ -5,13 +5,14 @@ L_inv at q = 0) to a (m, c) edge signal. PyG builds the line graph with `LineGra
 over its edges; we do two gather/scatter passes through the (n, m) incidence. We also time EIGN's complex magnetic
 operator (q > 0, no PyG counterpart) and report the memory a dense m x m operator would need.
 
-Run: python benchmarks/eign.py [--sizes 1000 10000 100000] [--channels 16]
+Run: python benchmarks/eign.py [--sizes 1000 10000 100000] [--channels 16] [--repeats 3]
 """
 import argparse
-import time
 
 import numpy as np
 import torch
+
+from _timing import Row, markdown, table, timed
 
 
 def delaunay_graph(m_target: int, seed: int = 0):
@@ -29,58 +30,60 @@ def delaunay_graph(m_target: int, seed: int = 0):
     return EdgeGraph(torch.from_numpy(pairs.T.copy()), torch.from_numpy(rng.random(len(pairs)) > 0.3), n)
 
 
-def best_time(fn, repeats: int = 3) -> tuple[float, object]:
-    best, out = float('inf'), None
-    for _ in range(repeats):
-        t0 = time.perf_counter(); out = fn(); best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
-def run(sizes, channels: int = 16):
+def run(sizes, channels: int = 16, repeat: int = 3):
     from iclr25_nb.eign import edge_operator
-    from torch_geometric.data import Data
-    from torch_geometric.transforms import LineGraph
-    from torch_geometric.utils import scatter
-    rows = []
+    try:
+        from torch_geometric.data import Data
+        from torch_geometric.transforms import LineGraph
+        from torch_geometric.utils import scatter
+        pyg = None
+    except ImportError as e:
+        pyg = e
+    rows, extra = [], []
     for m in sizes:
         g = delaunay_graph(m)
         m = g.num_edges
         x = torch.randn(m, channels)
         # ours: build the operator (incidence entries + closed-form degrees) and apply it
-        t_build, op = best_time(lambda: edge_operator(g, 0.0, 'inv', 'inv', normalise=False))
-        t_apply, ours = best_time(lambda: op(x))
-        # PyG: line graph construction, then message passing over its edges (+ 2 x for the diagonal)
-        data = Data(edge_index=torch.cat([g.edge_index, g.edge_index.flip(0)], 1), num_nodes=g.num_nodes)
-        t_pyg_build, lg = best_time(lambda: LineGraph(force_directed=False)(data.clone()))
-        src, dst = lg.edge_index
-        key = torch.minimum(g.edge_index[0], g.edge_index[1]) * g.num_nodes + torch.maximum(g.edge_index[0], g.edge_index[1])
-        order = torch.argsort(key)                      # PyG numbers the undirected edges in sorted (min, max) order
-        xs = x[order]
-        t_pyg_apply, theirs = best_time(lambda: scatter(xs[src], dst, 0, dim_size=m, reduce='sum') + 2 * xs)
-        agree = (ours[order] - theirs).abs().max().item()
+        t_build, op = timed(lambda: edge_operator(g, 0.0, 'inv', 'inv', normalise=False), repeat)
+        t_apply, ours = timed(lambda: op(x), repeat)
+        size = f'm={m}, c={channels}'
+        if pyg is not None:
+            rows += [Row.skipped('build the unsigned edge operator', size, t_build, 'PyG LineGraph', pyg),
+                     Row.skipped('apply the unsigned edge operator', size, t_apply, 'PyG scatter-add', pyg)]
+        else:
+            # PyG: line graph construction, then message passing over its edges (+ 2 x for the diagonal)
+            data = Data(edge_index=torch.cat([g.edge_index, g.edge_index.flip(0)], 1), num_nodes=g.num_nodes)
+            t_pyg_build, lg = timed(lambda: LineGraph(force_directed=False)(data.clone()), repeat)
+            src, dst = lg.edge_index
+            key = torch.minimum(g.edge_index[0], g.edge_index[1]) * g.num_nodes + torch.maximum(g.edge_index[0], g.edge_index[1])
+            order = torch.argsort(key)                  # PyG numbers the undirected edges in sorted (min, max) order
+            xs = x[order]
+            t_pyg_apply, theirs = timed(lambda: scatter(xs[src], dst, 0, dim_size=m, reduce='sum') + 2 * xs, repeat)
+            agree = (ours[order] - theirs).abs().max().item()
+            size += f', line graph {int(src.numel())} edges'
+            rows += [Row('build the unsigned edge operator', size, t_build, t_pyg_build, None, 'PyG LineGraph'),
+                     Row('apply the unsigned edge operator', size, t_apply, t_pyg_apply, agree, 'PyG scatter-add')]
         # EIGN's complex magnetic operator (no PyG counterpart)
         opq = edge_operator(g, 1.0, 'equ', 'equ', normalise=True, q_normalisation='per_edge')
         xc = torch.randn(m, channels // 2, dtype=torch.complex64)
-        t_mag, _ = best_time(lambda: opq(xc))
-        rows.append(dict(m=m, line_graph_edges=int(src.numel()), ours_build_s=t_build, pyg_build_s=t_pyg_build,
-                         ours_apply_s=t_apply, pyg_apply_s=t_pyg_apply, apply_ratio=t_apply / t_pyg_apply,
-                         build_ratio=t_build / t_pyg_build, max_abs_diff=agree, magnetic_apply_s=t_mag,
-                         ours_MB=sum(t.numel() * t.element_size() for t in (op.rows, op.cols, op.b_src, op.b_dst, op.deg_inv_sqrt)) / 2**20, dense_complex_GB=m * m * 8 / 2**30))
-    return rows
+        t_mag, _ = timed(lambda: opq(xc), repeat)
+        rows.append(Row('apply magnetic operator (q=1, complex)', f'm={m}, c={channels // 2}', t_mag))
+        ours_mb = sum(t.numel() * t.element_size() for t in (op.rows, op.cols, op.b_src, op.b_dst, op.deg_inv_sqrt)) / 2**20
+        extra.append((m, ours_mb, m * m * 8 / 2**30))
+    return rows, extra
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--sizes', type=int, nargs='+', default=[1000, 10000, 100000])
     ap.add_argument('--channels', type=int, default=16)
+    ap.add_argument('--repeats', type=int, default=3)
     args = ap.parse_args()
-    rows = run(args.sizes, args.channels)
-    cols = ['m', 'line_graph_edges', 'ours_build_s', 'pyg_build_s', 'build_ratio', 'ours_apply_s', 'pyg_apply_s',
-            'apply_ratio', 'max_abs_diff', 'magnetic_apply_s', 'ours_MB', 'dense_complex_GB']
-    print('| ' + ' | '.join(cols) + ' |'); print('|' + '---|' * len(cols))
-    for r in rows:
-        print('| ' + ' | '.join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + ' |')
-    print('\nratios are ours / PyG (below 1: we are faster); dense_complex_GB is the memory of one dense m x m complex64 operator')
+    rows, extra = run(args.sizes, args.channels, args.repeats)
+    print(table(rows, 'EIGN edge operators vs PyTorch Geometric', unit='ms', agreement='max abs diff'))
+    print('\nratios are ours / PyG (below 1: we are faster)\n')
+    print(markdown(['m', 'our operator (MB)', 'one dense m x m complex64 operator (GB)'], extra))
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'tests'))
 from _browser import free_port, page, server  # noqa: E402
+from _timing import markdown  # noqa: E402
 
 FIGS = "els => els.map(e => JSON.stringify((e.data || []).map(t => [t.x, t.y])))"
 
@@ -24,7 +25,9 @@ pn.serve({'/': lambda: demo_explorer(steps=10**7, delay=0.0, n=2_000_000)}, port
 
 def import_time():
     code = 'import time; t=time.perf_counter(); import iclr25_nb, iclr25_nb.core; print(time.perf_counter()-t)'
-    return min(float(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True).stdout) for _ in range(3))
+    "Median over 3 fresh interpreters of the time the import takes inside each (interpreter start-up excluded)."
+    return statistics.median(float(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout)
+                             for _ in range(3))
 
 
 def serve_to_first_update():
@@ -66,10 +69,19 @@ def saturated_latencies(seconds=20):
             return gaps, clicks, load
 
 
-if __name__ == '__main__':
-    print(f"import iclr25_nb.core: {import_time():.2f} s (best of 3)")
+def main():
+    rows = [('import iclr25_nb.core', f'{import_time():.2f} s', 'median of 3 fresh interpreters')]
     up, shown, first = serve_to_first_update()
-    print(f"iclr25 serve: HTTP up {up:.1f} s, /demo figure shown {shown:.1f} s, first plot update {first:.2f} s after Start")
+    rows += [('iclr25 serve: HTTP up', f'{up:.1f} s', 'from the start of the process'),
+             ('iclr25 serve: /demo figure shown', f'{shown:.1f} s', 'from the start of the process'),
+             ('first plot update after Start', f'{first:.2f} s', 'real browser')]
     gaps, clicks, load = saturated_latencies()
-    print(f"saturated training (load {load}): plot update every {statistics.median(gaps):.2f} s (median of {len(gaps)}, "
-          f"max {max(gaps):.2f}); Pause click → status {statistics.median(clicks):.3f} s median, {max(clicks):.3f} s max")
+    rows += [(f'plot update interval, training saturating the cores (load {load})',
+              f'{statistics.median(gaps):.2f} s', f'median of {len(gaps)}, max {max(gaps):.2f} s'),
+             ('Pause click to status shown, same load', f'{statistics.median(clicks):.3f} s',
+              f'median of {len(clicks)}, max {max(clicks):.3f} s')]
+    print(markdown(['measure', 'value', 'how'], rows))
+
+
+if __name__ == '__main__':
+    main()

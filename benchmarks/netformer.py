@@ -1,22 +1,15 @@
 """NetFormer benchmark: our batched VAR / ridge against scikit-learn on the same data (agreement and time), and
 NetFormer training throughput on the connectivity-constrained network.
 
-    python benchmarks/netformer.py [--n 200] [--steps 30000] [--repeats 3]
+    python benchmarks/netformer.py [--n 200] [--steps 30000] [--repeats 3] [--train-steps 5]
 """
 import argparse
-import time
 
 import numpy as np
 import torch
 
+from _timing import Row, markdown, table, time_call, timed
 from iclr25_nb.netformer import NetFormer, connectivity_constrained, make_windows, ridge_var
-
-
-def best_time(fn, repeats):
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter(); out = fn(); ts.append(time.perf_counter() - t)
-    return min(ts), out
 
 
 def main():
@@ -26,42 +19,46 @@ def main():
     ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--train-steps', type=int, default=5)
     a = ap.parse_args()
-    from sklearn.linear_model import LinearRegression, Ridge
+    try:
+        from sklearn.linear_model import LinearRegression, Ridge
+        sk = None
+    except ImportError as e:
+        sk = e
 
     x, W, types = connectivity_constrained(a.n, a.steps, 3.5, seed=0)
     rows = []
+    size = f'N={a.n}, T={a.steps}'
     for lags, alpha in ((1, 0.0), (3, 0.0), (3, 10.0)):
-        t_ours, (B, c) = best_time(lambda: ridge_var(x, lags, alpha), a.repeats)
+        task = f'VAR fit, lags={lags}, ridge alpha={alpha:g}'
+        t_ours, (B, c) = timed(lambda: ridge_var(x, lags, alpha), a.repeats)
+        if sk is not None:
+            rows.append(Row.skipped(task, size, t_ours, 'scikit-learn', sk)); continue
         X = np.concatenate([x[lags - l:len(x) - l] for l in range(1, lags + 1)], 1).astype(np.float64)
         Y = x[lags:].astype(np.float64)
         est = LinearRegression() if alpha == 0 else Ridge(alpha=alpha)
-        t_sk, est = best_time(lambda: est.fit(X, Y), a.repeats)
+        t_sk, est = timed(lambda: est.fit(X, Y), a.repeats)
         ours = np.concatenate(list(B), 1)
-        rows.append((f'VAR lags={lags} alpha={alpha}', t_ours, t_sk, float(np.abs(ours - est.coef_).max()),
-                     float(np.abs(c - est.intercept_).max())))
+        agree = f'coef {np.abs(ours - est.coef_).max():.1e}, intercept {np.abs(c - est.intercept_).max():.1e}'
+        rows.append(Row(task, size, t_ours, t_sk, agree, type(est).__name__))
+    print(table(rows, 'NetFormer: batched VAR / ridge vs scikit-learn (connectivity-constrained network)',
+                agreement='max abs diff'))
 
-    print(f'# NetFormer benchmark: connectivity-constrained network, N = {a.n}, T = {a.steps}')
-    print('| task | ours (s) | scikit-learn (s) | ours / sklearn | max |coef diff| | max |intercept diff| |')
-    print('|---|---|---|---|---|---|')
-    for name, to, ts, dc, di in rows:
-        print(f'| {name} | {to:.3f} | {ts:.3f} | {to / ts:.2f} | {dc:.1e} | {di:.1e} |')
-
-    # training throughput: the paper's connectivity-constrained model shape with a shorter window
+    # training throughput: the paper's connectivity-constrained model shape with a shorter window (no peer)
+    thr = []
     for H, bs in ((20, 64), (99, 32)):
         tok, tgt = make_windows(x[:4000], H)
         torch.manual_seed(0)
         m = NetFormer(a.n, H, a.n, layernorm=True)
         opt = torch.optim.Adam(m.parameters(), 1e-3)
         g = torch.Generator().manual_seed(0)
-        def train(steps=a.train_steps):
-            for _ in range(steps):
-                idx = torch.randint(0, len(tok), (bs,), generator=g)
-                p, _ = m(tok[idx]); loss = ((p - tgt[idx]) ** 2).mean()
-                opt.zero_grad(); loss.backward(); opt.step()
-        train(2)   # warm-up
-        t, _ = best_time(train, 1)
-        print(f'\nNetFormer training, N = {a.n}, H = {H}, d_E = {a.n}, batch {bs}: '
-              f'{a.train_steps * bs / t:.0f} samples/s ({1e3 * t / a.train_steps:.1f} ms/step, torch {torch.__version__}, CPU)')
+        def step():
+            idx = torch.randint(0, len(tok), (bs,), generator=g)
+            p, _ = m(tok[idx]); loss = ((p - tgt[idx]) ** 2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        t = time_call(step, a.train_steps, warmup=2)
+        thr.append((f'N={a.n}, H={H}, d_E={a.n}', bs, 1e3 * t, bs / t))
+    print(f'\n## NetFormer training step (torch {torch.__version__}, CPU, median of {a.train_steps} after 2 warm-up)\n')
+    print(markdown(['model', 'batch', 'ms / step', 'samples / s'], thr))
 
 
 if __name__ == '__main__':

@@ -5,19 +5,12 @@
 Same networks (Bézier shells, random compression force densities, tributary-area loads), float64. Prints the time
 per design of each solver, our time / peer time, and the largest coordinate difference to ours."""
 import argparse
-import time
 
 import numpy as np
 import torch
 
+from _timing import Row, table, timed
 from iclr25_nb.neural_fdm import BezierShellGenerator, area_loads, fdm_solve, solve_structure
-
-
-def best_of(fn, repeats):
-    best, out = float('inf'), None
-    for _ in range(repeats):
-        t0 = time.perf_counter(); out = fn(); best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def jax_fdm_solver(s, x, q, P):
@@ -58,37 +51,39 @@ def main():
     xn, qn, Pn = x.numpy(), q.numpy(), P.numpy()
     edges, fixed = s.edges.numpy(), s.fixed.numpy()
 
-    rows = []
-    t_api, ours = best_of(lambda: fdm_solve(qn, xn, edges, fixed, Pn), a.repeats)
-    rows.append(('ours: fdm_solve (numpy API, validated, batched)', t_api, 0.0))
+    size = f'{a.designs} shells, {s.n} nodes, {s.m} edges'
+    task = 'FDM equilibrium, batch, float64'
     with torch.no_grad():
-        t_core, core = best_of(lambda: solve_structure(q, x[:, s.fixed_idx], P, s), a.repeats)
-    rows.append(('ours: solve_structure (torch, batched)', t_core, float(np.abs(core.numpy() - ours).max())))
+        t_core, core = timed(lambda: solve_structure(q, x[:, s.fixed_idx], P, s), a.repeats)
+    t_api, ours = timed(lambda: fdm_solve(qn, xn, edges, fixed, Pn), a.repeats)
+    rows = [Row('ours: fdm_solve (numpy API, validated)', size, t_api, t_core, float(np.abs(core.numpy() - ours).max()),
+                'ours: solve_structure (torch)')]
     try:
         from compas_fd.solvers import fd_numpy
+    except ImportError as e:
+        rows.append(Row.skipped(task, size, t_core, 'compas_fd fd_numpy', e))
+    else:
         fixed_idx, edge_list = s.fixed_idx.tolist(), edges.tolist()
         def compas():
             return np.stack([np.asarray(fd_numpy(vertices=xn[b], fixed=fixed_idx, edges=edge_list,
                                                  forcedensities=qn[b].tolist(), loads=Pn[b]).vertices)
                              for b in range(a.designs)])
-        t_c, c_out = best_of(compas, a.repeats)
-        rows.append(('compas_fd 0.5 fd_numpy (loop)', t_c, float(np.abs(c_out - ours).max())))
-    except ImportError:
-        print('compas_fd not installed: skipped')
+        t_c, c_out = timed(compas, a.repeats)
+        rows.append(Row(task, size, t_core, t_c, float(np.abs(c_out - ours).max()), 'compas_fd fd_numpy (loop)'))
     try:
         jf = jax_fdm_solver(s, xn, qn, Pn)
-        if jf is None: print('jax_fdm not installed: skipped')
+        if jf is None:
+            rows.append(Row.skipped(task, size, t_core, 'jax_fdm', 'not installed'))
         else:
-            t_j, j_out = best_of(jf, a.repeats)
-            rows.append(('jax_fdm EquilibriumModel (jit + vmap)', t_j, float(np.abs(j_out - ours).max())))
+            t_j, j_out = timed(jf, a.repeats)
+            rows.append(Row(task, size, t_core, t_j, float(np.abs(j_out - ours).max()), 'jax_fdm EquilibriumModel (jit + vmap)'))
     except Exception as e:   # an API drift of jax_fdm must not hide the other rows
-        print(f'jax_fdm failed ({type(e).__name__}: {e}): skipped')
+        rows.append(Row.skipped(task, size, t_core, 'jax_fdm', e))
 
-    print(f"{a.designs} shells, {s.n} nodes, {s.m} edges, float64, best of {a.repeats}")
-    print(f"| solver | ms per design | ours (solve_structure) / this | max abs diff to fdm_solve |")
-    print('|---|---|---|---|')
-    for name, t, diff in rows:
-        print(f"| {name} | {1e3 * t / a.designs:.4f} | {t_core / t:.3g} | {diff:.1e} |")
+    print(table(rows, 'Force-density solve: ours (solve_structure, batched torch) vs peers', unit='ms',
+                agreement='max abs diff to fdm_solve'))
+    print(f"\nmedian of {a.repeats} after 1 warm-up; per design: ours {1e3 * t_core / a.designs:.4f} ms"
+          + ''.join(f", {r.peer_name} {1e3 * r.peer / a.designs:.4f} ms" for r in rows[1:] if r.peer))
 
 
 if __name__ == '__main__':

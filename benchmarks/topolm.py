@@ -6,33 +6,28 @@
 
 Run: python benchmarks/topolm.py
 """
-import time
-
 import numpy as np
 import torch
 
+from _timing import Row, table, time_call, timed
 from iclr25_nb import topolm as T
 
 
-def best_of(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter(); out = fn(); times.append(time.perf_counter() - t0)
-    return min(times), out
-
-
 def bench_moran():
-    import esda
-    import libpysal
     rng = np.random.default_rng(0)
     maps = rng.normal(size=(24, 28, 28)).cumsum(-1)                      # 24 sheets, some spatial structure
+    task, size = "Moran's I, queen weights", '24 maps of 28x28'
+    t_ours, ours = timed(lambda: T.morans_i(maps))
+    try:
+        import esda
+        import libpysal
+    except ImportError as e:
+        return [Row.skipped(task, size, t_ours, 'esda.Moran + libpysal.lat2W', e)], None
     w = libpysal.weights.lat2W(28, 28, rook=False)
-    t_ours, ours = best_of(lambda: T.morans_i(maps))
-    t_peer, peer = best_of(lambda: np.array([esda.moran.Moran(m.ravel(), w, permutations=0).I for m in maps]))
-    t_peer_w, _ = best_of(lambda: [esda.moran.Moran(m.ravel(), libpysal.weights.lat2W(28, 28, rook=False), permutations=0).I
-                                   for m in maps[:1]], repeat=1)
-    return {'ours_s': t_ours, 'esda_s': t_peer, 'ratio': t_ours / t_peer, 'max_abs_diff': float(np.abs(ours - peer).max()),
-            'esda_weights_once_s': t_peer_w}
+    t_peer, peer = timed(lambda: np.array([esda.moran.Moran(m.ravel(), w, permutations=0).I for m in maps]), 3)
+    t_w = time_call(lambda: esda.moran.Moran(maps[0].ravel(), libpysal.weights.lat2W(28, 28, rook=False),
+                                             permutations=0).I, repeat=1)
+    return [Row(task, size, t_ours, t_peer, float(np.abs(ours - peer).max()), 'esda.Moran + lat2W (weights built once)')], t_w
 
 
 def bench_step(steps=5):
@@ -48,19 +43,15 @@ def bench_step(steps=5):
                 out = T.topo_loss(model, x[:, :-1], x[:, 1:], alpha, cfg.radius, cfg.n_neighbourhoods, index=index)
                 opt.zero_grad(); out['loss'].backward(); opt.step()
         return go
-    run(2.5)()                                                              # warm-up
-    t_plain, _ = best_of(run(0.0), repeat=2)
-    t_topo, _ = best_of(run(cfg.alpha), repeat=2)
-    return {'plain_ms_per_step': 1e3 * t_plain / steps, 'topo_ms_per_step': 1e3 * t_topo / steps, 'overhead_ratio': t_topo / t_plain}
+    t_plain = time_call(run(0.0), repeat=2)                               # time_call warms up each first
+    t_topo = time_call(run(cfg.alpha), repeat=2)
+    size = f'quick TopoGPT, batch {cfg.batch}, ctx {cfg.ctx}; time of {steps} steps'
+    return [Row('training, CE + alpha * spatial loss', size, t_topo, t_plain, None, 'CE only (alpha = 0)')]
 
 
 if __name__ == '__main__':
-    m = bench_moran()
-    print("| Moran's I, 24 maps of 28x28 | ours (numpy, vectorised) | esda.Moran + lat2W queen | ratio ours/esda | max |diff| |")
-    print("|---|---|---|---|---|")
-    print(f"| time (s) | {m['ours_s']:.4f} | {m['esda_s']:.4f} | {m['ratio']:.2e} | {m['max_abs_diff']:.1e} |")
-    s = bench_step()
-    print()
-    print("| quick TopoGPT training step | CE only (alpha = 0) | CE + alpha * spatial loss | ratio |")
-    print("|---|---|---|---|")
-    print(f"| ms per step | {s['plain_ms_per_step']:.1f} | {s['topo_ms_per_step']:.1f} | {s['overhead_ratio']:.2f} |")
+    rows, t_w = bench_moran()
+    rows += bench_step()
+    print(table(rows, 'TopoLM: vectorised Moran\'s I vs esda; spatial-loss overhead', agreement='max abs diff'))
+    print('\nours / peer below 1: ours is faster; the training row is the overhead of the spatial loss')
+    if t_w is not None: print(f'esda, building lat2W(28, 28) queen weights + one Moran: {t_w:.4f} s')

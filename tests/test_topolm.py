@@ -246,7 +246,8 @@ SMALL = dict(steps=4, grid=6, radius=2, ctx=16, batch=4, n_stimuli=6, corpus_tok
 def test_config_validation():
     for bad, field in ((dict(alpha=-1), 'alpha'), (dict(grid=10, n_head=3), 'n_head'), (dict(radius=6), 'radius'),
                        (dict(corpus='wiki'), 'corpus'), (dict(corpus='text'), 'text_path'), (dict(lr=0), 'lr'),
-                       (dict(steps=0), 'steps'), (dict(fwhm=-1), 'fwhm')):
+                       (dict(steps=0), 'steps'), (dict(fwhm=-1), 'fwhm'), (dict(n_null=10), 'n_null'),
+                       (dict(alpha=float('inf')), 'alpha')):
         with pytest.raises(ValueError, match=field): T.TopoLMConfig.quick(**bad)
     with pytest.raises(ValueError, match='nope'): T.TopoLMConfig.quick(nope=1)
 
@@ -273,15 +274,76 @@ def test_explorer_constructs_and_refreshes():
     view = T.explorer(**{k: v for k, v in SMALL.items() if k != 'steps'})
     try:
         assert view.trainer.status == 'idle'
-        view.refresh(force=True)
+        assert view.controls['grid'].value == 6 and view.view_controls['unit'].end == 35   # bounded by the snapshot
         view.trainer.experiment.run(2)
         assert view.refresh(force=True)
-        assert set(view.panes) == {'maps', 'curves', 'spatial', 'moran', 'inspector', 'profile'}
+        assert set(view.panes) == {'maps', 'ce', 'spatial', 'moran', 'inspector', 'profile'}
+        view.view_controls['contrast'].value = 'sentences vs non-words'                  # a view control redraws
+        assert view.act('Analyse the maps now').result(timeout=30) is not None           # an idle run: at once
     finally:
         view.close()
 
 
-@pytest.mark.slow
-def test_reproduce_quick_claims_hold():
-    rep = T.reproduce('quick', 0)
-    assert rep.all_hold, rep.claims_markdown()
+# -- nulls, optimiser, reproduce -----------------------------------------------------------------------------------
+def _smooth_sheet(seed=0, n=40, shift=0.0):
+    rng = np.random.default_rng(seed)
+    c = T.sheet_positions(8, seed).numpy()[None]
+    bumps = np.exp(-((c[0][:, None] - rng.uniform(0, 7, (6, 2))[None]) ** 2).sum(-1) / 4)
+    corner = np.exp(-(c[0] ** 2).sum(-1) / 8)
+    resp = {'x': (rng.normal(size=(n, 6)) @ bumps.T + shift * corner)[:, None],
+            'y': (rng.normal(size=(n, 6)) @ bumps.T)[:, None]}
+    return resp, c
+
+
+def test_random_position_null_is_salt_and_pepper():
+    resp, c = _smooth_sheet()
+    null = T.random_position_null(resp, c, 8, n_perm=30, seed=1)
+    assert T.response_morans_i(resp, c, 8) > 0.5
+    assert abs(null.mean() + 1 / 63) < 0.05                    # E[I] = -1/(N-1) for a random placement
+    identity = np.arange(64)[None]
+    assert T.response_morans_i(resp, c, 8, identity) == pytest.approx(T.response_morans_i(resp, c, 8))
+    with pytest.raises(ValueError, match='n_perm'): T.random_position_null(resp, c, 8, n_perm=1)
+
+
+def test_shuffled_label_null():
+    T.CONTRASTS['_t'] = (('x',), ('y',))
+    try:
+        # a smooth sheet with no real contrast: the true split is one more random split (|z| small on average)
+        zs = [T.shuffled_label_null(_smooth_sheet(s)[0], '_t', _smooth_sheet(s)[1], 8, 20, seed=s)['z'] for s in range(6)]
+        assert abs(np.mean(zs)) < 1.5
+        # salt-and-pepper units with a real, spatially clustered contrast: the true map beats its null
+        rng = np.random.default_rng(0)
+        c = T.sheet_positions(8, 0).numpy()[None]
+        corner = np.exp(-(c[0] ** 2).sum(-1) / 8)
+        resp = {'x': (rng.normal(size=(40, 64)) + 1.0 * corner)[:, None], 'y': rng.normal(size=(40, 64))[:, None]}
+        out = T.shuffled_label_null(resp, '_t', c, 8, 20)
+        assert out['z'] > 3 and out['null'].shape == (20,)
+    finally:
+        del T.CONTRASTS['_t']
+    with pytest.raises(ValueError, match='unknown contrast'): T.shuffled_label_null(resp, 'nope', c, 8)
+
+
+def test_weight_decay_only_on_matrices():
+    e = T.make_experiment('quick', 0, **SMALL)
+    decayed, free = e.opt_topo.param_groups
+    assert decayed['weight_decay'] == 0.1 and free['weight_decay'] == 0.0
+    assert all(p.dim() >= 2 for p in decayed['params']) and all(p.dim() == 1 for p in free['params'])
+    ln = {id(p) for n, p in e.topo.named_parameters() if 'ln' in n}
+    assert ln and ln <= {id(p) for p in free['params']}
+
+
+def test_reproduce_rejects_data_and_records_nulls():
+    with pytest.raises(ValueError, match='data must be None'): T.reproduce('quick', 0, data='x.txt')
+    ev = T.make_experiment('quick', 0, **SMALL).evaluate()
+    for tag in ('topo', 'control'):
+        assert len(ev[f'null_dist_noun vs verb_{tag}']) == 20 and np.isfinite(ev[f'z_noun vs verb_{tag}'])
+        assert np.isfinite(ev[f'moran_resp_randpos_{tag}'])
+    assert ev['val_ce_init'] == pytest.approx(ev['val_ce_topo'])      # untrained: both models are at initialisation
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+def test_runs_on_cuda():
+    e = T.make_experiment('quick', 0, device='cuda', **SMALL)
+    m = e.run(2)[-1]
+    assert e.topo.coords.is_cuda and np.isfinite(m['loss'])
+    assert isinstance(e.snapshot()['coords'], np.ndarray)

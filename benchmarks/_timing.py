@@ -1,0 +1,97 @@
+"""The one timer and the one table printer of `benchmarks/*.py`.
+
+    from _timing import Row, table, time_call, timed
+    t = time_call(lambda: f(x), repeat=5, warmup=1)           # median seconds of 5 calls after 1 untimed call
+    t, y = timed(lambda: f(x))                                # the same, and the last call's result
+    rows = [Row('Bures W²', 'n=200', t_ours, t_pot, abs(a - b), peer_name='POT')]
+    print(table(rows))                                        # markdown: task, size, peer, ours, peer, ours/peer, agreement
+
+Timings are the median of `repeat` calls after `warmup` untimed ones (compilation, caches, lazy imports): on a
+shared two-core machine the median is steadier than the mean and, unlike the minimum, not a lucky outlier.
+A peer library that is not installed gives a `Row.skipped(...)` row (and a message) instead of stopping the script.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+__all__ = ['time_call', 'timed', 'Row', 'table', 'markdown', 'fmt']
+
+
+def timed(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> tuple[float, Any]:
+    "Median wall-clock seconds of `repeat` calls of `fn()` after `warmup` untimed calls, and the last call's result."
+    if repeat < 1: raise ValueError(f'repeat must be at least 1, got {repeat}')
+    if warmup < 0: raise ValueError(f'warmup must be non-negative, got {warmup}')
+    out = None
+    for _ in range(warmup): out = fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter(); out = fn(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), out
+
+
+def time_call(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> float:
+    "Median wall-clock seconds of `repeat` calls of `fn()` after `warmup` untimed calls."
+    return timed(fn, repeat, warmup)[0]
+
+
+def fmt(x, digits: int = 4) -> str:
+    "A table cell: floats to `digits` significant digits, None and NaN as a dash, anything else as str."
+    if x is None or (isinstance(x, float) and math.isnan(x)): return '—'
+    if isinstance(x, float): return f'{x:.{digits}g}'
+    return str(x)
+
+
+@dataclass
+class Row:
+    """One line of a benchmark table: the same `task` at `size`, our seconds and the peer's.
+
+    `peer` is None where no peer implements the task (ratio shown as a dash); `agreement` is a number (shown as
+    a max |difference|, e.g. `1.2e-09`) or a string (`'99.8% spikes'`); `skip` says why the peer did not run."""
+    task: str
+    size: str
+    ours: float
+    peer: float | None = None
+    agreement: float | str | None = None
+    peer_name: str = ''
+    skip: str = ''
+
+    @property
+    def ratio(self) -> float:
+        "ours / peer: below 1 we are faster."
+        if self.peer is None or self.skip or not self.peer > 0: return math.nan
+        return self.ours / self.peer
+
+    @classmethod
+    def skipped(cls, task: str, size: str, ours: float, peer_name: str, reason: BaseException | str) -> 'Row':
+        "A row for a peer that could not run (not installed): says so on stderr and in the table."
+        why = f'{type(reason).__name__}: {reason}' if isinstance(reason, BaseException) else str(reason)
+        print(f'{peer_name}: skipped ({why})', file=sys.stderr)
+        return cls(task, size, ours, None, None, peer_name, skip=why if len(why) < 60 else why[:57] + '...')
+
+
+def markdown(header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    "A markdown table; cells through `fmt`, a `|` inside a cell escaped."
+    def cell(c): return fmt(c).replace('|', '\\|')
+    lines = ['| ' + ' | '.join(map(cell, header)) + ' |', '|' + '---|' * len(header)]
+    lines += ['| ' + ' | '.join(map(cell, r)) + ' |' for r in rows]
+    return '\n'.join(lines)
+
+
+def table(rows: Iterable[Row], title: str | None = None, unit: str = 's', agreement: str = 'agreement',
+          ours: str = 'ours') -> str:
+    """The markdown table of `rows`: task, size, peer, ours and peer time (in `unit`: 's' or 'ms'), ours / peer,
+    agreement. A float agreement prints as `1.2e-09`; `title` goes above as a `##` heading."""
+    scale = {'s': 1.0, 'ms': 1e3}[unit]
+    body = []
+    for r in rows:
+        agree = f'{r.agreement:.1e}' if isinstance(r.agreement, float) and not math.isnan(r.agreement) else fmt(r.agreement)
+        body.append((r.task, r.size, r.peer_name or '—', scale * r.ours,
+                     f'skipped: {r.skip}' if r.skip else (None if r.peer is None else scale * r.peer),
+                     None if math.isnan(r.ratio) else f'{r.ratio:.3g}', agree))
+    t = markdown(['task', 'size', 'peer', f'{ours} ({unit})', f'peer ({unit})', f'{ours} / peer', agreement], body)
+    return (f'## {title}\n\n' if title else '') + t

@@ -1,0 +1,191 @@
+"""The live explorers inside a real JupyterLab with every request to another host blocked: they render, update while
+training, answer Pause, and the page logs no console error. One JupyterLab server and one browser for the whole file."""
+import json
+import re
+import shutil
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from _browser import free_port, page, server
+from iclr25_nb.core import implemented_papers
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGS = "els => els.map(e => JSON.stringify((e.data || []).map(t => [t.x, t.y, t.z, t.marker && t.marker.color, t.line && t.line.color])))"
+PAPERS = [p.name for p in implemented_papers()]
+STEP = re.compile(r'\b(idle|running|paused|stopped|done|error)\b\s*·\s*step\s+(\d+)')
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    "(base URL, root folder) of one JupyterLab 4 server, token off, on 127.0.0.1."
+    root = tmp_path_factory.mktemp('jlab')
+    port = free_port()
+    cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.token=',
+           '--ServerApp.password=', '--ServerApp.ip=127.0.0.1', f'--port={port}', f'--ServerApp.root_dir={root}',
+           '--LabApp.news_url=', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate']
+    with server(cmd, f'http://127.0.0.1:{port}/api', cwd=root, timeout=120) as (proc, startup):
+        print(f"JupyterLab answered after {startup:.1f} s")
+        yield f'http://127.0.0.1:{port}', root
+
+
+@pytest.fixture(scope='module')
+def browser():
+    with page() as pg:
+        pg.on('pageerror', lambda e: pg.errors.append(f'pageerror: {e}'))
+        yield pg
+
+
+def _api(url, method='GET'):
+    req = urllib.request.Request(url, method=method)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        body = r.read()
+    return json.loads(body) if body else None
+
+
+def _shutdown_kernels(base):
+    for s in _api(f'{base}/api/sessions') or []:
+        try: _api(f"{base}/api/sessions/{s['id']}", 'DELETE')
+        except OSError: pass
+    for k in _api(f'{base}/api/kernels') or []:
+        try: _api(f"{base}/api/kernels/{k['id']}", 'DELETE')
+        except OSError: pass
+
+
+def _open(pg, base, path):
+    "Open notebook `path` (relative to the root) alone in a fresh workspace and wait until its kernel is idle."
+    pg.blocked.clear(); pg.errors.clear()
+    pg.goto(f'{base}/lab/tree/{path}?reset')
+    pg.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=120000)
+    pg.wait_for_selector('.jp-NotebookPanel .cm-content', timeout=30000)
+
+
+def _run_first_cell(pg):
+    "Click into the first cell and press Control+Enter until it runs (the first key press can be lost)."
+    for _ in range(10):
+        pg.locator('.jp-NotebookPanel .cm-content').first.click()
+        pg.keyboard.press('Control+Enter')
+        try:
+            pg.wait_for_selector('.jp-InputPrompt:text-matches("\\\\[(\\\\*|\\\\d+)\\\\]")', timeout=3000); return
+        except Exception: pass
+    raise AssertionError('the cell never started running')
+
+
+def _status(pg):
+    "(status, step) from the explorer's status line, or (None, None) if it is not there yet."
+    for text in pg.locator('.jp-OutputArea p').all_inner_texts():
+        m = STEP.search(text)
+        if m: return m.group(1), int(m.group(2))
+    return None, None
+
+
+def _wait_status(pg, want, timeout):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if _status(pg)[0] == want: return time.monotonic() - t0
+        time.sleep(0.02)
+    raise AssertionError(f"status never became {want!r} within {timeout} s (now {_status(pg)})")
+
+
+def _figures(pg):
+    return pg.locator('.jp-OutputArea .js-plotly-plot').evaluate_all(FIGS)
+
+
+def _write_nb(path: Path, source: str):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source)]
+    nb.metadata['kernelspec'] = {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'}
+    nbformat.write(nb, path)
+
+
+def _cell(name):
+    if name == 'demo': return 'from iclr25_nb.live import demo_explorer; demo_explorer(autostart=True)'
+    return f'from iclr25_nb import {name}; {name}.explorer(autostart=True)'
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize('name', ['demo'] + PAPERS)
+def test_explorer_live_in_jupyterlab_offline(lab, browser, name):
+    base, root = lab
+    pg = browser
+    _write_nb(root / f'explorer_{name}.ipynb', _cell(name))
+    try:
+        t0 = time.monotonic()
+        _open(pg, base, f'explorer_{name}.ipynb')
+        _run_first_cell(pg)
+        pg.wait_for_selector('.jp-OutputArea button:has-text("Start")', timeout=180000)
+        pg.wait_for_selector('.jp-OutputArea .js-plotly-plot', timeout=60000)
+        shown = time.monotonic() - t0
+        pg.screenshot(path=str(root / f'explorer_{name}.png'))
+        errors = [t for t in pg.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"], '
+                                        '.jp-OutputArea-output pre:has-text("Traceback")').all_inner_texts()]
+        assert not errors, errors[0][-2000:]
+        assert pg.locator('.jp-OutputArea .js-plotly-plot').count() >= 1
+        before, t1 = _figures(pg), time.monotonic()
+        while _figures(pg) == before:                       # the figures move while it trains
+            assert time.monotonic() - t1 < 90, f"{name}: no figure changed within 90 s of autostart ({_status(pg)})"
+            time.sleep(0.25)
+        changed = time.monotonic() - t1
+        if _status(pg)[0] != 'running':                     # a short run may be over already: start a new one
+            pg.locator('.jp-OutputArea button:has-text("Start")').first.click(); _wait_status(pg, 'running', 30)
+        t2 = time.monotonic()
+        pg.locator('.jp-OutputArea button:has-text("Pause")').first.click()
+        _wait_status(pg, 'paused', 10); latency = time.monotonic() - t2   # click → status line says paused
+        s0 = _status(pg); time.sleep(1.5)                   # the step in flight when Pause came may still finish
+        s1 = _status(pg); time.sleep(1.5); s2 = _status(pg)
+        print(f"{name}: explorer shown {shown:.1f} s after opening, first figure change {changed:.1f} s later, "
+              f"Pause → 'paused' {latency * 1000:.0f} ms, step {s0[1]} → {s1[1]} → {s2[1]}")
+        assert s1 == s2 and s1[0] == 'paused' and s1[1] - s0[1] <= 1, (s0, s1, s2)
+        assert pg.blocked == [], pg.blocked
+        assert pg.errors == [], pg.errors
+    finally:
+        _shutdown_kernels(base)
+
+
+def _paper_notebook(name):
+    found = sorted((ROOT / 'nbs').glob(f'[0-9][0-9]_{name}.ipynb'))
+    return found[0] if found else None
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize('name', PAPERS)
+def test_paper_notebook_runs_all_in_jupyterlab(lab, browser, name):
+    "Run All on the paper's notebook in JupyterLab (offline): every cell runs and none has an error output."
+    base, root = lab
+    pg = browser
+    src = _paper_notebook(name)
+    if src is None: pytest.skip(f'no notebook for {name}')
+    shutil.copy(src, root / src.name)
+    try:
+        t0 = time.monotonic()
+        _open(pg, base, src.name)
+        pg.locator('.jp-NotebookPanel .cm-content').first.click()
+        for _ in range(5):                                   # Run ▸ Run All Cells (retry while the kernel connects)
+            pg.keyboard.press('Escape')
+            pg.locator('.lm-MenuBar-itemLabel:text-is("Run")').click()
+            pg.locator('.lm-Menu-item:has-text("Run All Cells")').first.click()
+            try: pg.wait_for_selector('.jp-InputPrompt:text-matches("\\\\[(\\\\*|\\\\d+)\\\\]")', timeout=5000); break
+            except Exception: pass
+        idle_since = None
+        while True:                                          # done: kernel idle and no cell queued for 3 s
+            assert time.monotonic() - t0 < 900, f"{name}: Run All did not finish within 15 min"
+            busy = pg.locator('.jp-InputPrompt:has-text("[*]")').count() or \
+                pg.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').count() == 0
+            idle_since = None if busy else (idle_since or time.monotonic())
+            if idle_since and time.monotonic() - idle_since > 3: break
+            time.sleep(0.5)
+        took = time.monotonic() - t0
+        errors = pg.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]:has-text("Traceback"), '
+                            '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]').all_inner_texts()
+        prompts = pg.locator('.jp-CodeCell .jp-InputPrompt').all_inner_texts()
+        unrun = [p for p in prompts if not re.search(r'\[\d+\]', p)]
+        print(f"{name}: Run All finished in {took:.0f} s, {len(prompts)} code cells, {len(unrun)} not run")
+        assert not errors, errors[0][-3000:]
+        assert pg.blocked == [], pg.blocked
+    finally:
+        _shutdown_kernels(base)

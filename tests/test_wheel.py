@@ -1,0 +1,166 @@
+"""Install as a user does: build the wheel from (a copy of) the checkout, install it with its real dependencies into
+a fresh venv, and use it from a folder outside the checkout.
+
+The venv is a real one (no `--system-site-packages`, no `.pth` into the project's venv): pip resolves every
+dependency under `constraints.txt`, as the README's install line does, so a requirement missing from
+`settings.ini`, a module or package file missing from the wheel, or a test or notebook shipped in it, fails here.
+About a minute on 2 cores when the wheels are on the machine (torch comes from the local wheel folder pip is set
+up with); the venv (~1.6 GB) is removed afterwards.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = 'iclr25_nb'
+# left out of the copy of the checkout the wheel is built from when git cannot list its files
+_JUNK = ('.git', '.venv', 'build', 'dist', '_docs', '_proc', '_exec', 'reports', 'checkpoints', '__pycache__',
+         '.pytest_cache', '.ipynb_checkpoints', '*.egg-info')
+# pip output that means the index could not be reached (skip: not a defect of the package)
+_OFFLINE = ('NewConnectionError', 'Temporary failure in name resolution', 'Name or service not known',
+            'Network is unreachable', 'Max retries exceeded')
+
+
+def _run(cmd, timeout, **kw):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+    return p, f"$ {' '.join(map(str, cmd))}\nexit {p.returncode}\n--- stdout\n{p.stdout[-4000:]}\n--- stderr\n{p.stderr[-4000:]}"
+
+
+def _source_files() -> list[str]:
+    "The checkout's files as a clone plus the uncommitted work would have them (tracked and untracked, not ignored)."
+    try:
+        out = subprocess.run(['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'], cwd=ROOT,
+                             capture_output=True, check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [f for f in out.split('\0') if f and (ROOT / f).is_file()]      # tracked files deleted in the work tree drop out
+
+
+def _copy_checkout(dst: Path) -> None:
+    "Copy the checkout to `dst` so that building writes no build/ or egg-info into the shared checkout."
+    files = _source_files()
+    if not files:
+        shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(*_JUNK))
+        return
+    for f in files:
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, dst / f)
+
+
+def _package_files() -> set[str]:
+    "Every file under iclr25_nb/ in the checkout that a user must get (what git would commit; no caches)."
+    files = _source_files()
+    if files: return {f for f in files if f.startswith(PKG + '/')}
+    return {p.relative_to(ROOT).as_posix() for p in (ROOT / PKG).rglob('*')
+            if p.is_file() and '__pycache__' not in p.parts and p.suffix != '.pyc'}
+
+
+def _env(venv: Path) -> dict:
+    "The environment of a shell with only the new venv activated: nothing points back at the checkout."
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV', 'PYTHONSTARTUP')}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv), PYTHONNOUSERSITE='1',
+               PIP_DISABLE_PIP_VERSION_CHECK='1', PYTHONDONTWRITEBYTECODE='1')
+    return env
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp('wheel')
+    src, dist = tmp / 'src', tmp / 'dist'
+    _copy_checkout(src)
+    # pyproject.toml asks for setuptools>=64; where this interpreter has it, build without isolation (no index needed)
+    try:
+        import setuptools
+        isolation = ['--no-build-isolation'] if int(setuptools.__version__.split('.')[0]) >= 64 else []
+    except ImportError:
+        isolation = []
+    p, log = _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', *isolation, '-w', dist, src], 600)
+    assert p.returncode == 0, log
+    wheels = list(dist.glob(f'{PKG}-*.whl'))
+    assert len(wheels) == 1, (wheels, log)
+    return wheels[0]
+
+
+@pytest.fixture(scope='module')
+def venv(wheel, tmp_path_factory):
+    "A fresh venv with the wheel and its dependencies installed the way the README installs them."
+    root = tmp_path_factory.mktemp('user')
+    v = root / 'venv'
+    p, log = _run([sys.executable, '-m', 'venv', v], 300)
+    assert p.returncode == 0, log
+    p, log = _run([v / 'bin' / 'python', '-m', 'pip', 'install', '-c', ROOT / 'constraints.txt', wheel], 1200,
+                  cwd=root, env=_env(v))
+    if p.returncode != 0 and any(s in p.stdout + p.stderr for s in _OFFLINE):
+        shutil.rmtree(v, ignore_errors=True)
+        pytest.skip(f'package index unreachable:\n{log}')
+    assert p.returncode == 0, log
+    yield v
+    shutil.rmtree(v, ignore_errors=True)                                   # ~1.6 GB
+
+
+def _in_venv(venv, args, timeout=600):
+    cwd = venv.parent / 'work'                                             # outside the checkout
+    cwd.mkdir(exist_ok=True)
+    return _run(args, timeout, cwd=cwd, env=_env(venv))
+
+
+def test_wheel_contents(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split('/')[0] for n in names}
+    assert tops <= {PKG, *(t for t in tops if t.startswith(PKG + '-') and t.endswith('.dist-info'))}, sorted(tops)
+    assert not [n for n in names if n.endswith('.ipynb') or '/tests/' in f'/{n}' or n.split('/')[-1].startswith('test_')
+                or n.split('/')[-1] == 'conftest.py' or n.endswith('.pyc')], names
+    missing = _package_files() - set(names)
+    assert not missing, (f'in the checkout but not in the wheel (a subpackage without __init__.py, or package data '
+                         f'that setup.py does not include): {sorted(missing)}')
+    ep = next(n for n in names if n.endswith('.dist-info/entry_points.txt'))
+    assert 'iclr25 = iclr25_nb.cli:main' in zipfile.ZipFile(wheel).read(ep).decode()
+
+
+def test_installed_is_not_checkout(venv):
+    p, log = _in_venv(venv, ['python', '-c', f'import {PKG}, sys; print({PKG}.__file__); print(sys.prefix)'])
+    assert p.returncode == 0, log
+    file, prefix = (Path(s).resolve() for s in p.stdout.split())
+    assert prefix == venv.resolve(), log
+    assert venv.resolve() in file.parents and ROOT not in file.parents, log
+
+
+def test_cli_list(venv):
+    iclr25 = venv / 'bin' / 'iclr25'
+    assert iclr25.exists()
+    p, log = _in_venv(venv, [iclr25, 'list'])
+    assert p.returncode == 0, log
+    from iclr25_nb.core import implemented_papers
+    lines = p.stdout.splitlines()
+    for paper in implemented_papers():                                     # the checkout's implemented papers
+        assert any(f' {paper.name} ' in f' {l} ' and 'implemented' in l for l in lines), (paper.name, log)
+
+
+def test_import_every_module(venv):
+    "Every module of the installed package imports with the declared requirements only, and every paper loads."
+    code = (f"import importlib, pkgutil, {PKG}\n"
+            f"from {PKG}.core import implemented_papers\n"
+            f"mods = sorted(m.name for m in pkgutil.walk_packages({PKG}.__path__, '{PKG}.'))\n"
+            "for m in mods: importlib.import_module(m)\n"
+            "papers = [p.name for p in implemented_papers()]\n"
+            "for p in implemented_papers(): p.load()\n"
+            "print(' '.join(papers)); print(' '.join(mods))")
+    p, log = _in_venv(venv, ['python', '-c', code], 900)
+    assert p.returncode == 0, log
+    papers, mods = (l.split() for l in p.stdout.strip().splitlines()[-2:])
+    from iclr25_nb.core import implemented_papers
+    assert papers == [q.name for q in implemented_papers()], log          # none lost in packaging
+    assert {f'{PKG}.{q.name}' for q in implemented_papers()} <= set(mods), log
+
+
+def test_reproduce_cheapest(venv):
+    out = venv.parent / 'reports'
+    p, log = _in_venv(venv, [venv / 'bin' / 'iclr25', 'reproduce', 'lambda_balanced', '--out', out], 900)
+    assert p.returncode == 0, log
+    for ext in ('md', 'json', 'html'):
+        assert (out / 'lambda_balanced' / f'report.{ext}').stat().st_size > 0, log
