@@ -927,7 +927,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.figures = _figures(mech, tuned, config)
     return report
 
-# %% ../nbs/10_deeptage.ipynb #b43b9f4d
+# %% ../nbs/10_deeptage.ipynb #1dd19773
 def _membrane_figure(snap, lay):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -1024,16 +1024,16 @@ def explorer(autostart: bool = False, **config):
     pn = panel()
     c = DeepTAGEConfig.quick(**{'steps': 5000, 'eval_every': 10, **config})
     controls = {
-        'variant': pn.widgets.Select(name='variant', options=list(VARIANTS), value=c.variant),
-        'dataset': pn.widgets.Select(name='dataset', options=['digits', 'moving'], value=c.dataset),
-        'residual': pn.widgets.Checkbox(name='SEW residual blocks', value=c.residual),
-        'w': pn.widgets.FloatSlider(name='TASG blend w', start=0.0, end=1.0, step=0.05, value=c.w),
-        'width': pn.widgets.FloatSlider(name='surrogate width a', start=0.1, end=2.0, step=0.05, value=c.width),
-        'T': pn.widgets.IntSlider(name='time steps T', start=1, end=8, value=c.T),
-        'depth': pn.widgets.IntSlider(name='depth', start=4, end=16, value=c.depth),
-        'channels': pn.widgets.Select(name='channels', options=[8, 16, 32], value=c.channels),
-        'stage_every': pn.widgets.IntSlider(name='aux head every k layers', start=1, end=4, value=c.stage_every),
-        'lr': pn.widgets.Select(name='learning rate', options=[1e-3, 2e-3, 5e-3, 1e-2], value=c.lr)}
+        'variant': pn.widgets.Select(label='variant', options=list(VARIANTS), value=c.variant),
+        'dataset': pn.widgets.Select(label='dataset', options=['digits', 'moving'], value=c.dataset),
+        'residual': pn.widgets.Checkbox(label='SEW residual blocks', value=c.residual),
+        'w': pn.widgets.FloatSlider(label='TASG blend w', start=0.0, end=1.0, step=0.05, value=c.w),
+        'width': pn.widgets.FloatSlider(label='surrogate width a', start=0.1, end=2.0, step=0.05, value=c.width),
+        'T': pn.widgets.IntSlider(label='time steps T', start=1, end=8, value=c.T),
+        'depth': pn.widgets.IntSlider(label='depth', start=4, end=16, value=c.depth),
+        'channels': pn.widgets.Select(label='channels', options=[8, 16, 32], value=c.channels),
+        'stage_every': pn.widgets.IntSlider(label='aux head every k layers', start=1, end=4, value=c.stage_every),
+        'lr': pn.widgets.Select(label='learning rate', options=[1e-3, 2e-3, 5e-3, 1e-2], value=c.lr)}
     fixed = {k: v for k, v in c.to_dict().items() if k not in controls}
     make = lambda **kw: make_experiment('quick', **{**fixed, **kw})
     return LiveView(make, render, controls, {'Measure TET / TASG / DS balance': measure_balance},

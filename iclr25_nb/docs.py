@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['log', 'SKIP_FLAGS', 'LIVE_MIMES', 'LOADER_MIMES', 'CDN_HOSTS', 'PLOTLY_MIME', 'LIVE_NOTE', 'prepare_notebook',
-           'execute_notebook', 'finish_notebook', 'check_offline', 'build_docs']
+           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'build_docs']
 
 # %% ../nbs/04_docs.ipynb #20381ec3
 import ast
@@ -52,18 +52,29 @@ def _public_names(src: str) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
             and not n.name.startswith('_')]
 
-# %% ../nbs/04_docs.ipynb #7710654e
-# nbdev's show_doc, with a plain signature and docstring where it cannot render an object (e.g. array defaults)
-_SHOW_DOC = '''from nbdev.showdoc import show_doc
-def _docs_show_doc(obj):
-    try: return show_doc(obj)
-    except Exception:
-        import inspect
-        from IPython.display import Markdown
-        try: sig = str(inspect.signature(obj))
-        except (TypeError, ValueError): sig = '(...)'
-        doc = inspect.getdoc(obj) or ''
-        return Markdown(f"---\\n\\n### {obj.__name__}\\n\\n```python\\n{obj.__name__}{sig}\\n```\\n\\n{doc}")'''
+# %% ../nbs/04_docs.ipynb #2ba70dab
+# nbdev's show_doc for functions and classes; a plain signature and docstring for what it cannot render (array defaults,
+# `functools.partial`, a callable object, a cached function: nbdev would show "Call self as a function."). It replaces
+# `nbdev.showdoc.show_doc` in the kernel, so a notebook's own `show_doc(...)` cells use it too.
+_SHOW_DOC = '''import functools as _functools, inspect as _inspect
+import nbdev.showdoc as _nbdev_showdoc
+from IPython.display import Markdown as _Markdown
+_nbdev_show_doc = getattr(_nbdev_showdoc, '_iclr25_original', _nbdev_showdoc.show_doc)
+def _docs_plain_doc(obj, name=None):
+    target = obj.func if isinstance(obj, _functools.partial) else obj
+    name = name or getattr(target, '__name__', None) or type(target).__name__
+    try: sig = str(_inspect.signature(obj))
+    except (TypeError, ValueError): sig = '(...)'
+    own = _inspect.isroutine(target) or _inspect.isclass(target) or '__doc__' in getattr(target, '__dict__', {})
+    doc = (_inspect.getdoc(target) if own else _inspect.getdoc(type(target))) or ''
+    return _Markdown(f"---\\n\\n### {name}\\n\\n```python\\n{name}{sig}\\n```\\n\\n{doc}")
+def _docs_show_doc(obj, renderer=None, name=None, title_level=3):
+    if _inspect.isfunction(obj) or _inspect.isclass(obj) or _inspect.ismethod(obj):
+        try: return _nbdev_show_doc(obj, renderer=renderer, name=name, title_level=title_level)
+        except Exception: pass
+    return _docs_plain_doc(obj, name)
+_nbdev_showdoc._iclr25_original = _nbdev_show_doc
+_nbdev_showdoc.show_doc = _docs_show_doc'''
 
 
 def _code(src, **meta): return {'cell_type': 'code', 'metadata': meta, 'source': src, 'outputs': [], 'execution_count': None}
@@ -89,12 +100,12 @@ def prepare_notebook(nb: dict) -> dict:
         if 'export' in d or 'exports' in d:
             for name in _public_names(src):
                 needs_showdoc = True
-                cells.append(_code(f'_docs_show_doc({name})', tags=['remove_input']))
+                cells.append(_code(f'_docs_show_doc({name}, name={name!r})', tags=['remove_input']))
     if needs_showdoc: cells.insert(0, _code(_SHOW_DOC, tags=['remove_cell']))
     nb['cells'] = cells
     return nb
 
-# %% ../nbs/04_docs.ipynb #564da032
+# %% ../nbs/04_docs.ipynb #0495af88
 def execute_notebook(nb: dict, cwd: Path, timeout: int = 900) -> dict:
     "Run the code cells not flagged to skip, with nbclient in a fresh kernel (plotly figures as JSON outputs)."
     import nbformat
@@ -113,7 +124,7 @@ def execute_notebook(nb: dict, cwd: Path, timeout: int = 900) -> dict:
             c.update(cell_type='code', outputs=[], execution_count=None)
     return done
 
-# %% ../nbs/04_docs.ipynb #f156b28e
+# %% ../nbs/04_docs.ipynb #3f69f5db
 _QUARTO_ATTRS = re.compile(r'\{(?:target|\.)[^}]*\}')
 
 
@@ -121,10 +132,12 @@ def _plotly_div(spec: dict, index: int) -> str:
     "A plotly figure as a div drawn on DOMContentLoaded by the site's plotly.js (no inlined library)."
     div = f"plotly-fig-{index}"
     height = (spec.get('layout') or {}).get('height') or 450
-    payload = json.dumps({'data': spec.get('data', []), 'layout': spec.get('layout', {})}).replace('</', '<\\/')
+    fig = {'data': spec.get('data', []), 'layout': spec.get('layout', {}), 'frames': spec.get('frames', []),
+           'config': {**(spec.get('config') or {}), 'responsive': True}}    # frames: a replay's animation
+    payload = json.dumps(fig).replace('</', '<\\/')
     return (f'<div id="{div}" class="plotly-graph-div" style="height:{height}px;width:100%;"></div>'
-            f'<script>document.addEventListener("DOMContentLoaded",function(){{var f={payload};'
-            f'Plotly.newPlot("{div}",f.data,f.layout,{{"responsive":true}});}});</script>')
+            f'<script>document.addEventListener("DOMContentLoaded",function(){{Plotly.newPlot("{div}",{payload});}});'
+            f'</script>')
 
 
 def finish_notebook(nb: dict) -> dict:
@@ -155,7 +168,23 @@ def finish_notebook(nb: dict) -> dict:
         c['outputs'] = outs
     return nb
 
-# %% ../nbs/04_docs.ipynb #594372a7
+# %% ../nbs/04_docs.ipynb #3f429515
+_NB_LINK = re.compile(r'\[([^\]]*)\]\(([\w.-]+)\.ipynb(#[^)]*)?\)')
+
+
+def link_pages(nb: dict, built: set[str]) -> dict:
+    "Markdown links to notebooks in `nb` (cells and outputs) made links to their pages, for the notebooks `built`."
+    def fix(text: str) -> str:
+        return _NB_LINK.sub(lambda m: f"[{m[1]}]({m[2]}.html{m[3] or ''})" if m[2] in built else m[1], text)
+    nb = copy.deepcopy(nb)
+    for c in nb['cells']:
+        if c['cell_type'] == 'markdown': c['source'] = fix(''.join(c['source']))
+        for o in c.get('outputs', []):
+            md = o.get('data', {}).get('text/markdown')
+            if md is not None: o['data']['text/markdown'] = fix(''.join(md) if isinstance(md, list) else md)
+    return nb
+
+# %% ../nbs/04_docs.ipynb #1489c553
 def _site_config(src: Path, pages: list[tuple[str, str]]) -> dict:
     return {
         'site_name': 'iclr25_nb', 'docs_dir': str(src), 'use_directory_urls': False,
@@ -207,7 +236,7 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #46c2d4ae
+# %% ../nbs/04_docs.ipynb #5c3bf548
 def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[str] | None = None,
                timeout: int = 900) -> Path:
     "Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`."
@@ -227,11 +256,11 @@ def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[st
         shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / 'static', src / 'assets' / 'mathjax')
         (src / 'assets' / 'mathjax' / 'config' / 'local').mkdir(parents=True, exist_ok=True)
         (src / 'assets' / 'mathjax' / 'config' / 'local' / 'iclr25.js').write_text(_MATHJAX_LOCAL)
-        pages = []
+        pages, built = [], {f.stem for f in files}
         for f in files:
             log.info("executing %s", f.name)
             nb = json.loads(f.read_text(encoding='utf-8'))
-            try: done = finish_notebook(execute_notebook(prepare_notebook(nb), cwd=nbs, timeout=timeout))
+            try: done = link_pages(finish_notebook(execute_notebook(prepare_notebook(nb), cwd=nbs, timeout=timeout)), built)
             except Exception as e: raise RuntimeError(f"{f.name} failed while building the docs: {e}") from e
             nbformat.validate(nbformat.from_dict(done))
             (src / f.name).write_text(json.dumps(done), encoding='utf-8')

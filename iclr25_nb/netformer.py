@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['log', 'CELL_TYPES', 'CELLTYPE_FRACS', 'P_TABLE', 'MU_TABLE', 'ACTIVATIONS', 'ATTENTIONS', 'NORMS', 'SYSTEMS',
-           'CELLTYPE_STEPS', 'SYSTEM_DEFAULTS', 'make_experiment', 'PAPER', 'TEMPORAL_MIN', 'PEARSON_MIN',
-           'SIGN_MARGIN', 'SOFTMAX_DROP', 'INCREMENT_MARGIN', 'R2_MIN', 'NOTES', 'QUICK_RUNS', 'FULL_RUNS', 'RUN_STEPS',
-           'ROW_KEYS', 'toy_system', 'celltype_weights', 'connectivity_constrained', 'stdp_lif', 'evidence_task',
-           'task_rnn', 'load_activity', 'make_windows', 'NetFormer', 'attention_timeseries', 'connectivity', 'predict',
-           'ridge_var', 'ols_connectivity', 'lagged_xcorr', 'offdiag_corr', 'temporal_corr', 'celltype_aggregate', 'r2',
+           'CELLTYPE_STEPS', 'SYSTEM_DEFAULTS', 'make_experiment', 'PAPER', 'TRACKING_MIN', 'TEMPORAL_MIN',
+           'PEARSON_MIN', 'TANH_MARGIN', 'KK_MIN', 'NN_MIN', 'SIGN_MARGIN', 'SOFTMAX_DROP', 'INCREMENT_MARGIN',
+           'R2_MIN', 'NOTES', 'QUICK_RUNS', 'FULL_RUNS', 'RUN_STEPS', 'ROW_KEYS', 'toy_system', 'celltype_weights',
+           'connectivity_constrained', 'stdp_lif', 'evidence_task', 'task_rnn', 'load_activity', 'make_windows',
+           'NetFormer', 'attention_timeseries', 'connectivity', 'predict', 'ridge_var', 'ols_connectivity',
+           'lagged_xcorr', 'offdiag_corr', 'temporal_corr', 'tracking_corr', 'celltype_aggregate', 'r2',
            'sign_agreement', 'match_scale', 'NetFormerConfig', 'SystemData', 'build_system', 'NetFormerExperiment',
            'run_system', 'reproduce', 'netformer_render', 'explorer']
 
@@ -416,7 +417,7 @@ def lagged_xcorr(x, lag: int = 1) -> np.ndarray:
     post = (post - post.mean(0)) / (post.std(0) + 1e-12); pre = (pre - pre.mean(0)) / (pre.std(0) + 1e-12)
     return post.T @ pre / len(post)
 
-# %% ../nbs/15_netformer.ipynb #807ef6e3
+# %% ../nbs/15_netformer.ipynb #c36b3dea
 def _offdiag(M: np.ndarray) -> np.ndarray:
     M = np.asarray(M)
     return M[~np.eye(M.shape[0], M.shape[1], dtype=bool)]
@@ -458,6 +459,18 @@ def temporal_corr(A_t, W_t, smooth: int = 1) -> np.ndarray:
     return _offdiag(r)
 
 
+def tracking_corr(A_t, W_t) -> float:
+    """Pearson correlation, pooled over time and the off-diagonal pairs, of the *fluctuations* $A_{ij}(t) - \\bar A_{ij}$
+    and $W_{ij}(t) - \\bar W_{ij}$ (time means removed per pair). A static estimate scores 0; unlike the per-pair
+    `temporal_corr`, it needs the right relative size of every pair's fluctuation, not only its sign."""
+    A_t, W_t = np.asarray(A_t, np.float64), np.asarray(W_t, np.float64)
+    if A_t.shape != W_t.shape or A_t.ndim != 3: raise ValueError(f"A_t and W_t must be (time, n, m) of one shape, got {A_t.shape} and {W_t.shape}")
+    off = ~np.eye(A_t.shape[1], A_t.shape[2], dtype=bool)
+    a, w = (A_t - A_t.mean(0))[:, off].ravel(), (W_t - W_t.mean(0))[:, off].ravel()
+    den = np.sqrt((a @ a) * (w @ w))
+    return float(a @ w / den) if den > 1e-12 * max(1.0, float(np.abs(w).max()) ** 2) * len(w) else 0.0
+
+
 def celltype_aggregate(M, types, n_types: int | None = None, mask=None) -> np.ndarray:
     "(K, K) means of M (n, n) over (post type, pre type) blocks, off-diagonal (and where `mask`); NaN for empty blocks."
     M, types = np.asarray(M, np.float64), np.asarray(types)
@@ -491,16 +504,16 @@ def match_scale(est, gt) -> np.ndarray:
     s = _offdiag(np.asarray(est)).std()
     return np.asarray(est) * (_offdiag(np.asarray(gt)).std() / s if s > 0 else 1.0)
 
-# %% ../nbs/15_netformer.ipynb #66603fd6
+# %% ../nbs/15_netformer.ipynb #1181a6b9
 SYSTEMS = ('linear', 'tanh', 'celltype', 'task_rnn')
-CELLTYPE_STEPS = 1500      # quick preset's training steps on the cell-type network
+CELLTYPE_STEPS = 800       # quick preset's training steps on the cell-type network
 SYSTEM_DEFAULTS = {
     'linear':   dict(n_neurons=5, samples=3000, history=1, embed_dim=5, noise=0.0, layernorm=False, lr=0.01,
                      batch_size=80, lr_step=300, init_scale=0.1),
     'tanh':     dict(n_neurons=5, samples=3000, history=1, embed_dim=5, noise=0.0, layernorm=False, lr=0.01,
                      batch_size=80, lr_step=300, init_scale=0.1),
-    'celltype': dict(n_neurons=40, samples=8000, history=10, embed_dim=40, noise=3.5, layernorm=True, lr=3e-3,
-                     batch_size=128, lr_step=0, init_scale=1.0),
+    'celltype': dict(n_neurons=40, samples=8000, history=10, embed_dim=40, noise=3.5, layernorm=True, lr=1e-2,
+                     batch_size=256, lr_step=0, init_scale=1.0),
     'task_rnn': dict(n_neurons=4, samples=400, history=5, embed_dim=0, noise=0.0, layernorm=True, lr=2.5e-3,
                      batch_size=64, lr_step=0, init_scale=1.0),
 }
@@ -666,7 +679,9 @@ class NetFormerExperiment(Experiment):
         out['sign_agreement'] = sign_agreement(A, d.gt)
         if d.truth_pred is not None: out['r2_truth'] = r2(d.truth_pred, y)
         if d.W_test is not None:
-            tc = temporal_corr(attention_timeseries(self.model, d.test_tokens)[:, :, :d.n_query], d.W_test)
+            A_t = attention_timeseries(self.model, d.test_tokens)[:, :, :d.n_query]
+            tc = temporal_corr(A_t, d.W_test)
+            out['tracking'] = tracking_corr(A_t, d.W_test)
             out['temporal_mean'] = float(np.nanmean(tc)) if np.isfinite(tc).any() else 0.0
             out['temporal_median'] = float(np.nanmedian(tc)) if np.isfinite(tc).any() else 0.0
         if d.types is not None:
@@ -696,7 +711,7 @@ def _blockcorr(a, b) -> float:
 
 make_experiment = NetFormerExperiment.from_preset
 
-# %% ../nbs/15_netformer.ipynb #3518b891
+# %% ../nbs/15_netformer.ipynb #3bff2c71
 PAPER = dict(number=15, name='netformer',
              title='NetFormer: an interpretable model for recovering dynamical connectivity in neuronal population dynamics',
              authors='Lu, Zhang, Le, Wang, Sümbül, Shea-Brown, Mi', code='https://github.com/NeuroAIHub/NetFormer',
@@ -704,8 +719,12 @@ PAPER = dict(number=15, name='netformer',
              ablation="attention='static': queries and keys see only the neuron embeddings, so A is one learned "
                       "constant connectivity matrix instead of the state-dependent A(t)")
 
-TEMPORAL_MIN = 0.9        # linear toy, median temporal corr of A_ij(t) with W_ij(t): seeds 0/1/2 = 1.000/0.995/1.000
+TRACKING_MIN = 0.6        # linear toy, pooled fluctuation corr: seeds 0.968/0.742/0.987 (init 0.35/0.32/0.35; static 0)
+TEMPORAL_MIN = 0.9        # sanity, linear toy, per-pair median: seeds 1.000/0.995/1.000 (init 0.61/0.77/0.90)
 PEARSON_MIN = 0.93        # linear toy, mean-attention Pearson: seeds 0.995/0.955/0.994 (least squares 0.894/0.610/0.989)
+TANH_MARGIN = 0.05        # tanh toy, Pearson NetFormer - least squares: seeds 0.106/0.243/0.335 (0.999/0.877/0.899)
+KK_MIN = 0.8              # cell-type network, cell-type-level Pearson: SEEDS (lag-1 cross-correlation SEEDS)
+NN_MIN = 0.7              # cell-type network, neuron-level Pearson: SEEDS (lag-1 cross-correlation SEEDS)
 SIGN_MARGIN = 0.0         # linear toy, sign agreement NetFormer - least squares: +0.15/+0.20/+0.10
 SOFTMAX_DROP = 0.4        # linear toy, Pearson without softmax minus with softmax: SEEDS
 INCREMENT_MARGIN = 0.0    # linear toy, R^2 of x(t+1)-x(t), NetFormer - least squares: +0.023/+4.4/+0.024
@@ -729,7 +748,7 @@ NOTES = [
     "are not part of this reproduction.",
 ]
 
-# %% ../nbs/15_netformer.ipynb #6c17e2df
+# %% ../nbs/15_netformer.ipynb #95f90120
 QUICK_RUNS = {
     'linear_dynamic': dict(system='linear'),
     'linear_dynamic_static': dict(system='linear', attention='static'),
@@ -742,7 +761,7 @@ FULL_RUNS = {**QUICK_RUNS,
              'tanh_static': dict(system='tanh', nonstationarity=0.0),
              'task_rnn': dict(system='task_rnn')}
 RUN_STEPS = {'quick': {'celltype': CELLTYPE_STEPS}, 'full': {'celltype': 6000, 'task_rnn': 3000}}
-ROW_KEYS = ('pearson', 'pearson_ols', 'pearson_xcorr', 'sign_agreement', 'sign_agreement_ols', 'r2', 'r2_ols',
+ROW_KEYS = ('tracking', 'pearson', 'pearson_ols', 'pearson_xcorr', 'sign_agreement', 'sign_agreement_ols', 'r2', 'r2_ols',
             'r2_increment', 'r2_increment_ols', 'temporal_median', 'temporal_mean', 'r2_truth', 'kk_pearson',
             'kk_pearson_xcorr', 'kk_pearson_ols')
 
@@ -791,10 +810,14 @@ def _claims(rep: Report, res: dict):
     ld, st, sm = res['linear_dynamic'], res['linear_dynamic_static'], res['linear_dynamic_softmax']
     td, ct = res['tanh_dynamic'], res['celltype']
     rep.add_claim(Claim.compare(
-        'linear state-dependent toy: median over pairs of the temporal correlation of A_ij(t) with W_ij(t)',
-        ld['temporal_median'], '>=', TEMPORAL_MIN, kind='headline',
-        control=('static fit (NetFormer, attention from embeddings only)', st['temporal_median']),
-        paper='median 0.99999, mean 0.80 (10 seeds)'))
+        'linear state-dependent toy: A(t) tracks W(t): Pearson of the fluctuations A_ij(t) - mean and W_ij(t) - mean, '
+        'pooled over time and pairs', ld['tracking'], '>=', TRACKING_MIN, kind='headline',
+        control=('static fit (NetFormer, attention from embeddings only)', st['tracking']),
+        paper='per-pair temporal correlation: median 0.99999, mean 0.80 (10 seeds)'))
+    rep.add_claim(Claim.compare(
+        'tanh state-dependent toy: Pearson of mean attention with mean W(t), NetFormer minus least squares',
+        td['pearson'] - td['pearson_ols'], '>=', TANH_MARGIN, kind='headline',
+        control=('least squares Pearson', td['pearson_ols']), paper='0.867 - 0.682 = 0.185 (10 seeds)'))
     rep.add_claim(Claim.compare(
         'linear state-dependent toy: Pearson of mean attention with mean W(t), off the diagonal',
         ld['pearson'], '>=', PEARSON_MIN, kind='mechanism', control=('least squares', ld['pearson_ols']),
@@ -811,6 +834,18 @@ def _claims(rep: Report, res: dict):
         'softmax ablation (linear toy): Pearson without softmax minus with softmax', ld['pearson'] - sm['pearson'],
         '>=', SOFTMAX_DROP, kind='mechanism', control=('softmax attention Pearson', sm['pearson']),
         paper='softmax markedly lowers the connectivity correlation'))
+    rep.add_claim(Claim.compare(
+        'cell-type network: cell-type-level (KK) Pearson of mean attention with the true block means',
+        ct['kk_pearson'], '>=', KK_MIN, kind='mechanism', control=('lag-1 cross-correlation', ct['kk_pearson_xcorr']),
+        paper='official notebook baselines at N = 200: lag-1 cross-correlation KK 0.89'))
+    rep.add_claim(Claim.compare(
+        'cell-type network: neuron-level (NN) Pearson of mean attention with W, off the diagonal',
+        ct['pearson'], '>=', NN_MIN, kind='mechanism', control=('lag-1 cross-correlation', ct['pearson_xcorr']),
+        paper='official notebook baselines at N = 200: lag-1 cross-correlation NN 0.82'))
+    rep.add_claim(Claim.compare(
+        'linear state-dependent toy: median over pairs of the per-pair temporal correlation of A_ij(t) with W_ij(t) '
+        '(the paper\'s metric; a model at initialisation already scores up to 0.9)', ld['temporal_median'], '>=',
+        TEMPORAL_MIN))
     rep.add_claim(Claim.compare('toys: test R^2 of x(t+1), worst of linear and tanh (persistence alone: about 0.9999)',
                                 min(ld['r2'], td['r2']), '>=', R2_MIN))
     _findings(rep, ld, td, ct)
@@ -822,9 +857,6 @@ def _findings(rep: Report, ld: dict, td: dict, ct: dict):
                     round(ld['pearson'] - ld['pearson_ols'], 3), paper='0.996 - 0.883 = 0.11, significant over 10 seeds',
                     note='our seeded generator gives least squares anywhere from 0.6 to 0.99, so the margin is '
                          'large on some seeds and near 0 on others')
-    rep.add_finding('tanh state-dependent toy: NetFormer Pearson minus least-squares Pearson',
-                    round(td['pearson'] - td['pearson_ols'], 3), paper='0.867 - 0.682 = 0.19',
-                    note='measured, not claimed: see the table over seeds')
     rep.add_finding('cell-type network: neuron-level Pearson, NetFormer minus lag-1 cross-correlation',
                     round(ct['pearson'] - ct['pearson_xcorr'], 3),
                     paper='NetFormer recovers the connectivity; the official notebook gives lag-1 cross-correlation '

@@ -8,8 +8,8 @@ __all__ = ['log', 'PAPER', 'make_experiment', 'Structure', 'grid_mesh', 'tube_me
            'area_loads', 'load_network', 'save_network', 'bernstein', 'BezierShellGenerator', 'TowerGenerator', 'mlp',
            'MLPEncoder', 'FormFinder', 'NeuralAutoencoder', 'shape_error_l1', 'shape_error_l2', 'residual_error',
            'relative_residual', 'sign_violations', 'tower_loss', 'direct_optimize', 'direct_optimize_batch',
-           'iterations_to', 'NeuralFDMConfig', 'NeuralFDMExperiment', 'network_figure', 'reproduce', 'design_figures',
-           'neural_fdm_render', 'explorer']
+           'iterations_to', 'NeuralFDMConfig', 'NeuralFDMExperiment', 'network_figure', 'reproduce', 'shell_figure',
+           'tower_figure', 'neural_fdm_render', 'explorer']
 
 # %% ../nbs/28_neural_fdm.ipynb #43b164f3
 import copy
@@ -1008,8 +1008,9 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         if overrides: report.meta['overrides'] = overrides
     return report
 
-# %% ../nbs/28_neural_fdm.ipynb #abfcd997
+# %% ../nbs/28_neural_fdm.ipynb #3328420c
 _VIEW_MODELS: dict = {}
+_VIEW_LOCK = threading.RLock()       # views of several sessions share the rebuilt models
 
 
 def _view_models(snap: dict) -> dict:
@@ -1029,10 +1030,10 @@ def _view_models(snap: dict) -> dict:
         if 'pinn' in snap['weights']: models['pinn'] = NeuralAutoencoder(exp.gen.structure, pinn=True, **kw)
         entry = _VIEW_MODELS[key] = {'gen': exp.gen, 'models': models, 'step': None, 'config': c}
         while len(_VIEW_MODELS) > 4: _VIEW_MODELS.pop(next(iter(_VIEW_MODELS)))
-    if entry['step'] != snap['step']:
+    if entry['step'] != (snap['step'], id(snap['weights'])):
         for k, m in entry['models'].items():
             m.load_state_dict({n: torch.from_numpy(v) for n, v in snap['weights'][k].items()})
-        entry['step'] = snap['step']
+        entry['step'] = (snap['step'], id(snap['weights']))
     return entry
 
 
@@ -1050,32 +1051,42 @@ def _default_tower():
 
 
 @torch.no_grad()
-def design_figures(snap: dict, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baseline=False, ring_scale=0.8,
-                   ring_twist=10.0, fig_height: int = 440) -> dict:
-    "The two 3D scenes of the explorer (shell designer, tower panel) for the design sliders, from a snapshot."
-    import plotly.graph_objects as go
+def shell_figure(snap: dict, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baseline=False, fig_height: int = 440):
+    "The shell designer's 3D scene for the design sliders, from a snapshot (its CPU weights)."
+    with _VIEW_LOCK: return _shell_figure(snap, height, bulge, lift, load, baseline, fig_height)
+
+
+def _shell_figure(snap, height, bulge, lift, load, baseline, fig_height):
     entry = _view_models(snap)
-    c, gen, models = entry['config'], entry['gen'], entry['models']
-    figs = {}
-    if c.task == 'shell':
-        gen, x = _slider_shell(gen, height, bulge, lift)
-        s, model = gen.structure, models['formfinder']
-        q = model.encode(x)                                                   # the design for the trained load
-        P = area_loads(x, s.faces, load)                                     # ... under the slider's load
-        x_hat = solve_structure(q, x[:, s.fixed_idx], P, s)
-        err = float(shape_error_l1(x, x_hat))
-        if baseline and 'nn' in models:
-            xn, qn, Pn = models['nn'](x)
-            rel = float(relative_residual(qn, xn, Pn, s)[0])
-            figs['design'] = network_figure(xn[0], qn[0], s, target=x[0], residual=residual_forces(qn, xn, Pn, s.edges)[0],
-                                            title=f"NN baseline: residual / load {rel:.2f}", height=fig_height)
-        else:
-            figs['design'] = network_figure(x_hat[0], q[0], s, target=x[0], height=fig_height,
-                                            title=f"design at step {snap['step']}, load {load:g}: L1 to target {err:.1f}")
-    else:
-        figs['design'] = network_figure(gen.xyz0, gen.structure.signs.double() * gen.structure.mask, gen.structure,
-                                        title='task = tower: see the tower panel', height=fig_height)
-    tg = gen if isinstance(gen, TowerGenerator) else _default_tower()
+    c, models = entry['config'], entry['models']
+    if c.task != 'shell':
+        g = BezierShellGenerator()
+        return network_figure(g.xyz0, -g.structure.mask, g.structure, title='task = tower: see the tower panel',
+                              height=fig_height)
+    gen, x = _slider_shell(entry['gen'], height, bulge, lift)
+    s = gen.structure
+    if baseline and 'nn' in models:
+        xn, qn, Pn = models['nn'](x)
+        rel = float(relative_residual(qn, xn, Pn, s)[0])
+        return network_figure(xn[0], qn[0], s, target=x[0], residual=residual_forces(qn, xn, Pn, s.edges)[0],
+                              title=f"NN baseline: residual / load {rel:.2f}", height=fig_height)
+    q = models['formfinder'].encode(x)                                     # the design for the trained load
+    x_hat = solve_structure(q, x[:, s.fixed_idx], area_loads(x, s.faces, load), s)   # ... under the slider's load
+    err = float(shape_error_l1(x, x_hat))
+    return network_figure(x_hat[0], q[0], s, target=x[0], height=fig_height,
+                          title=f"design at step {snap['step']}, load {load:g}: L1 to target {err:.1f}")
+
+
+@torch.no_grad()
+def tower_figure(snap: dict, ring_scale=0.8, ring_twist=10.0, fig_height: int = 440):
+    "The tower panel's 3D scene for the ring sliders: the trained model (task tower) or expert q = ±1."
+    with _VIEW_LOCK: return _tower_figure(snap, ring_scale, ring_twist, fig_height)
+
+
+def _tower_figure(snap, ring_scale, ring_twist, fig_height):
+    entry = _view_models(snap)
+    c, models = entry['config'], entry['models']
+    tg = entry['gen'] if c.task == 'tower' else _default_tower()
     p = torch.tensor([[1.0, 1.0, 0.0], [ring_scale, 2 - ring_scale, math.radians(ring_twist)], [1.0, 1.0, 0.0]],
                      dtype=torch.float64)[None]
     xt, st = tg.shape(p), tg.structure
@@ -1085,34 +1096,48 @@ def design_figures(snap: dict, height=6.0, bulge=0.0, lift=3.0, load=-0.5, basel
         qt = (st.signs.double() * st.mask)[None]
         xt_hat = solve_structure(qt, xt[:, st.fixed_idx], torch.zeros_like(xt), st); label = 'tower, expert q = ±1'
     err = float(tower_loss(xt, xt_hat, qt, tg, reg=0.0))
-    figs['tower'] = network_figure(xt_hat[0], qt[0], st, target=xt[0], title=f"{label}: L2 to target {err:.2f}",
-                                   height=fig_height)
-    return figs
+    return network_figure(xt_hat[0], qt[0], st, target=xt[0], title=f"{label}: L2 to target {err:.2f}",
+                          height=fig_height)
+
+
+def _cached(cache, name: str, inputs: tuple, step: int, every_s: float, make):
+    """`make()` if `inputs` changed, or the step changed and `every_s` seconds passed since the last draw; else the
+    figure drawn last time (so that training ticks do not redraw heavy figures)."""
+    if cache is None: return make()
+    now, hit = time.monotonic(), cache.get(name)
+    if hit is not None and hit['inputs'] == inputs and (hit['step'] == step or now - hit['t'] < every_s):
+        return hit['fig']
+    fig = make()
+    cache[name] = {'inputs': inputs, 'step': step, 't': now, 'fig': fig}
+    return fig
 
 
 def neural_fdm_render(snap, history, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baseline=False, ring_scale=0.8,
-                      ring_twist=10.0, cache: dict | None = None, slow_s: float = 2.0, fig_height: int = 440) -> dict:
+                      ring_twist=10.0, cache: dict | None = None, slow_s: float = 3.0, fig_height: int = 440) -> dict:
     """Figures of the explorer from a snapshot: the 3D designer and tower panel, a q histogram, training curves.
-    With a `cache` dict the 3D scenes are recomputed only when a slider moved or `slow_s` seconds have passed."""
+    With a `cache` dict a figure is redrawn at once when its own controls move, and while training at most every
+    `slow_s` seconds (3D scenes) or every second (histogram, curves)."""
     import plotly.graph_objects as go
     from iclr25_nb.live import curves_figure, figure
-    view = (height, bulge, lift, load, baseline, ring_scale, ring_twist)
-    now = time.monotonic()
-    if cache is None or cache.get('view') != view or cache.get('step') != snap['step'] and now - cache['t'] >= slow_s:
-        scenes = design_figures(snap, *view, fig_height=fig_height)
-        if cache is not None: cache.update(view=view, step=snap['step'], t=now, figs=scenes)
-    else:
-        scenes = cache['figs']
-    keys = [k for k in ('nn', 'pinn') if k in snap['weights']]
+    step, keys = snap['step'], [k for k in ('nn', 'pinn') if k in snap['weights']]
+    run = tuple(sorted(snap['config'].items()))                          # a new run redraws everything
+    shell = (height, bulge, lift, load, baseline)
+    figs = {'design': _cached(cache, 'design', (run, shell), step, slow_s,
+                              lambda: shell_figure(snap, *shell, fig_height=fig_height)),
+            'tower': _cached(cache, 'tower', (run, ring_scale, ring_twist), step,
+                             slow_s if snap['config']['task'] == 'tower' else math.inf,
+                             lambda: tower_figure(snap, ring_scale, ring_twist, fig_height=fig_height))}
     live = np.asarray(snap['live'], bool) if 'live' in snap else np.ones(len(snap['q']), bool)
-    qs = np.asarray(snap['q'])[live]
-    qh = figure(go.Histogram(x=qs, nbinsx=40), title='force densities q of test shell 0', xaxis_title='q',
-                yaxis_title='edges', height=fig_height)
-    curves = curves_figure(history, ['shape'] + [f'{k}_shape' for k in keys], 'training shape error', log_y=True,
-                           height=fig_height)
-    residual = curves_figure(history, ['residual'] + [f'{k}_residual' for k in keys],
-                             'residual ‖R_free‖ (FormFinder ≈ 0)', log_y=True, height=fig_height)
-    return {**scenes, 'q': qh, 'curves': curves, 'residual': residual}
+    figs['q'] = _cached(cache, 'q', run, step, 1.0, lambda: figure(
+        go.Histogram(x=np.asarray(snap['q'])[live], nbinsx=40), title='force densities q of test shell 0',
+        xaxis_title='q', yaxis_title='edges', height=fig_height))
+    n = len(history)
+    figs['curves'] = _cached(cache, 'curves', run, n, 1.0, lambda: curves_figure(
+        history, ['shape'] + [f'{k}_shape' for k in keys], 'training shape error', log_y=True, height=fig_height))
+    figs['residual'] = _cached(cache, 'residual', run, n, 1.0, lambda: curves_figure(
+        history, ['residual'] + [f'{k}_residual' for k in keys], 'residual ‖R_free‖ (FormFinder ≈ 0)', log_y=True,
+        height=fig_height))
+    return figs
 
 
 def explorer(autostart: bool = False, **config):
@@ -1136,7 +1161,7 @@ def explorer(autostart: bool = False, **config):
                      'ring_twist': slider('tower: middle ring twist (deg)', -15, 15, 1, 10)}
     settings = {'steps': 100_000, 'test_size': 8, **config}
     make = lambda **kw: make_experiment('quick', **{**settings, **kw})
-    cache: dict = {}
+    cache: dict = {}                                  # this view's last figures (see `neural_fdm_render`)
     render = lambda snap, history, **view: neural_fdm_render(snap, history, cache=cache, **view)
     return LiveView(make, render, controls, view_controls=view_controls, title='Neural FDM: shell designer',
                     autostart=autostart, ncols=2, figure_height=460,

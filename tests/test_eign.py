@@ -349,7 +349,9 @@ def test_hodge_dir_sees_valve_direction_but_is_not_equivariant():
     g, x_equ, x_inv, mask, s = _model_io(5, torch.float64)
     l_pos, l_neg = directed_pair_operators(g)
     both_dir = g.directed[l_pos.i] & g.directed[l_pos.j]
-    assert torch.all(l_pos.vals[~both_dir] == -l_neg.vals[~both_dir])      # +-|L1| where an undirected edge is
+    assert torch.all(l_pos.vals >= 0) and torch.all(l_neg.vals <= 0)
+    assert torch.all((l_pos.vals[~both_dir] > 0) & (l_neg.vals[~both_dir] < 0))   # +-|L1| where an undirected edge is
+    assert torch.all((l_pos.vals[both_dir] > 0) != (l_neg.vals[both_dir] < 0))    # between valves: one sign or the other
     torch.manual_seed(0)
     m = HodgeGNNDir(2, 3, 8, 1, 2).double()
     gf = g.flip(mask)

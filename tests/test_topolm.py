@@ -71,7 +71,8 @@ def test_invariant_to_relabelling_units_with_coordinates_but_not_coordinates_alo
     # same units, listed in another order together with their positions: every neighbourhood holds the same units
     base = T.local_spatial_losses(a, c.double(), T.neighbourhoods(c, 3))
     relab = T.local_spatial_losses(a[:, perm], c[perm].double(), T.neighbourhoods(c[perm], 3))
-    torch.testing.assert_close(base.sort().values, relab.sort().values, atol=1e-9, rtol=0)   # neighbourhoods come in another order
+    # the neighbourhoods come in another order
+    torch.testing.assert_close(base.sort().values, relab.sort().values, atol=1e-9, rtol=0)
     # smooth responses, then the coordinates alone shuffled: the loss must change (and get worse)
     g = torch.Generator().manual_seed(0)
     bumps = torch.exp(-torch.cdist(c, torch.rand(20, 2, generator=g) * 7).square() / 4.5).double()
@@ -186,7 +187,8 @@ def test_smoothing():
     np.testing.assert_array_equal(T.smooth_responses(v, c, 0.0), v)
     np.testing.assert_allclose(T.smooth_responses(v, c, 1e-3), v, atol=1e-12)
     np.testing.assert_allclose(T.smooth_responses(np.full((2, 64), 3.0), c, 2.0), 3.0)
-    assert T.morans_i(T.to_grid(T.smooth_responses(v, c, 2.0), c, 8)).mean() > T.morans_i(T.to_grid(v, c, 8)).mean() + 0.3
+    smoothed = T.morans_i(T.to_grid(T.smooth_responses(v, c, 2.0), c, 8)).mean()
+    assert smoothed > T.morans_i(T.to_grid(v, c, 8)).mean() + 0.3
     with pytest.raises(ValueError, match='fwhm'): T.smooth_responses(v, c, -1)
 
 
@@ -309,7 +311,8 @@ def test_shuffled_label_null():
     T.CONTRASTS['_t'] = (('x',), ('y',))
     try:
         # a smooth sheet with no real contrast: the true split is one more random split (|z| small on average)
-        zs = [T.shuffled_label_null(_smooth_sheet(s)[0], '_t', _smooth_sheet(s)[1], 8, 20, seed=s)['z'] for s in range(6)]
+        zs = [T.shuffled_label_null(*_smooth_sheet(s)[:1], '_t', _smooth_sheet(s)[1], 8, 20, seed=s)['z']
+              for s in range(6)]
         assert abs(np.mean(zs)) < 1.5
         # salt-and-pepper units with a real, spatially clustered contrast: the true map beats its null
         rng = np.random.default_rng(0)
