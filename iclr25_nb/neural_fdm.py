@@ -11,7 +11,8 @@ __all__ = ['log', 'PAPER', 'make_experiment', 'Structure', 'grid_mesh', 'tube_me
            'iterations_to', 'NeuralFDMConfig', 'NeuralFDMExperiment', 'network_figure', 'reproduce', 'shell_figure',
            'tower_figure', 'neural_fdm_render', 'explorer']
 
-# %% ../nbs/28_neural_fdm.ipynb #43b164f3
+# %% ../nbs/28_neural_fdm.ipynb #22aa7295
+import contextlib
 import copy
 import logging
 import math
@@ -858,7 +859,7 @@ def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: st
                                  domain=dict(x=[0, 0.9], y=[0, 1])), showlegend=False)
     return fig
 
-# %% ../nbs/28_neural_fdm.ipynb #225853d8
+# %% ../nbs/28_neural_fdm.ipynb #0ff90db4
 def _time_per_design(fn, x, repeats: int = 3) -> float:
     "Best-of-`repeats` seconds per design of fn(x) on a batch x."
     best = math.inf
@@ -866,6 +867,15 @@ def _time_per_design(fn, x, repeats: int = 3) -> float:
         with Stopwatch() as sw: fn(x)
         best = min(best, sw.seconds)
     return best / len(x)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    "Run the many small solves on one CPU thread (threads only add overhead at this size), then restore."
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try: yield
+    finally: torch.set_num_threads(before)
 
 
 def _per_design_loss(exp):
@@ -992,7 +1002,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     FDM decoder by the fully neural one. `data` is unused (the paper's shapes are generated); `overrides` go to the
     config."""
     if data is not None: raise ValueError("neural_fdm generates its shapes; data must be None")
-    with Report.run('neural_fdm', preset, seed, ablate, device) as report:
+    with Report.run('neural_fdm', preset, seed, ablate, device) as report, _one_thread():
         r = _run(preset, seed, ablate, device, overrides)
         _claims(report, r)
         _figures(report, r)
@@ -1004,11 +1014,11 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
             f"the loss is a sum over designs), at most {c.direct_maxiter} iterations, |q| in [1e-3, 20] (paper: SLSQP "
             f"per design, 5000 iterations, 100 designs, |q| in [0, 20]).",
             "A design's shape error is that of the equilibrium its q really take (the FDM solve), for every model.",
-            "Evaluation solves in float64; training in float32."]
+            "Evaluation solves in float64; training in float32; reproduce runs torch on one thread (small solves)."]
         if overrides: report.meta['overrides'] = overrides
     return report
 
-# %% ../nbs/28_neural_fdm.ipynb #3328420c
+# %% ../nbs/28_neural_fdm.ipynb #76ff9317
 _VIEW_MODELS: dict = {}
 _VIEW_LOCK = threading.RLock()       # views of several sessions share the rebuilt models
 
