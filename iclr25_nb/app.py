@@ -12,11 +12,11 @@ from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #9153bb83
+# %% ../nbs/02_app.ipynb #33f0aff7
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
-    from iclr25_nb.live import _panel
-    pn = _panel()
+    from iclr25_nb.panel_env import panel
+    pn = panel()
     lines = ['# iclr25_nb: live explorers', '',
              'Each implemented paper has a page whose figures update while the method trains in the background. '
              'Press **Start** on a page to begin.', '', '| # | paper | explorer |', '|---|---|---|']
@@ -29,13 +29,14 @@ def index_page():
 
 def paper_page(name: str):
     "The explorer of paper `name`; an error message on the page if it cannot be built."
-    from iclr25_nb.live import _panel
-    pn = _panel()
+    from iclr25_nb.panel_env import panel
+    pn = panel()
     try:
         return get_paper(name).load().explorer()
     except Exception as e:   # the page says what broke instead of a blank server error
         log.exception("explorer of %s failed", name)
-        return pn.pane.Alert(f"The explorer of `{name}` could not be built: {type(e).__name__}: {e}", alert_type='danger')
+        return pn.pane.Alert(f"The explorer of `{name}` could not be built: {type(e).__name__}: {e}",
+                             alert_type='danger')
 
 
 def demo_page():
@@ -57,10 +58,11 @@ def _page_function(name: str):
     return page
 
 
-def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list | None = None, show: bool = False, **kwargs):
+def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list | None = None, show: bool = False,
+          **kwargs):
     "Start the app (blocking). Binds to `address` (localhost by default)."
-    from iclr25_nb.live import _panel
-    pn = _panel()
+    from iclr25_nb.panel_env import panel
+    pn = panel()
     if not 0 <= int(port) < 65536: raise ValueError(f"port must be in 0..65535, got {port!r}")
     origins = websocket_origin or [f'{address}:{port}', f'localhost:{port}', f'127.0.0.1:{port}']
     # a closed tab's session (and its training thread) is cleaned up within seconds, not Bokeh's default minute

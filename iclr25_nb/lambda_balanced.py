@@ -852,7 +852,7 @@ class LambdaBalancedExperiment(Experiment):
 
 make_experiment = LambdaBalancedExperiment.from_preset
 
-# %% ../nbs/18_lambda_balanced.ipynb #9c152e07
+# %% ../nbs/18_lambda_balanced.ipynb #79f02d44
 _REPRO = {
     'quick': {'tvs': {'lr': 1e-3, 'steps': 5000, 'every': 50}, 'sig': {'lr': 1e-3, 'T': 10.0},
               'phase': {'n_in': 8, 'n_out': 2, 'lmdas': None, 'scales': None, 'T': 10.0}},
@@ -931,7 +931,7 @@ def _claims(rep: Report, r: dict, p: dict):
                                 control=('the same ratio over rich |λ| ∈ {0.05, 0.1, 0.2}', max(rp_) / min(rp_)),
                                 paper='lazy dynamics = a shallow network sped up by |λ|'))
     # seeds 0 / 1 / 2: 0.78 / 0.78 / 0.78 vs 0 / 0 / 0
-    rep.add_claim(Claim.compare("Mechanism: λ=0 modes are sigmoidal (GD): convex fraction of the top mode's learning time",
+    rep.add_claim(Claim.compare("λ=0 modes are sigmoidal (GD): convex fraction of the top mode's learning time",
                                 sig[0.0]['convex_fraction'], '>=', 0.5, kind='mechanism',
                                 control=('λ = 10, same task and init scale', sig[10.0]['convex_fraction']),
                                 paper='sigmoidal with a plateau at λ ≈ 0'))

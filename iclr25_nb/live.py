@@ -7,7 +7,7 @@ __all__ = ['log', 'TEMPLATE', 'style', 'figure', 'history_series', 'curves_figur
            'LiveView', 'DemoExperiment', 'demo_render', 'demo_explorer', 'static_figures', 'record', 'frame_ranges',
            'animate', 'replay']
 
-# %% ../nbs/01_live.ipynb #ce6ff640
+# %% ../nbs/01_live.ipynb #d384f470
 import concurrent.futures
 import ctypes
 import gc
@@ -15,6 +15,7 @@ import inspect
 import logging
 import threading
 import time
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -113,7 +114,7 @@ def schedule_release_memory(delay_s: float = 2.0):
         release_memory()
     IOLoop.current().call_later(delay_s, run)
 
-# %% ../nbs/01_live.ipynb #8c133e72
+# %% ../nbs/01_live.ipynb #c76aa85d
 def _takes_experiment(render: Callable) -> bool:
     "True for the older render signature `render(snap, history, exp, ...)`."
     try: params = list(inspect.signature(render).parameters.values())
@@ -135,6 +136,8 @@ class LiveView:
     redrawn from a `BackgroundTrainer` every `period_ms` while it runs. `render(snap, history, **view)` makes the
     figures; `view_bounds` maps a view control to `fn(snap) -> (start, end)`. A Panel viewer: display it in a
     notebook, or return it from a page function of `iclr25 serve`."""
+    _drawing = weakref.WeakSet()   # the views whose periodic callback runs in this process
+
 
     def __init__(self, make_experiment: Callable[..., Experiment], render: Callable, controls: dict | None = None,
                  actions: dict | None = None, view_controls: dict | None = None, title: str = '', description: str = '',
@@ -152,7 +155,7 @@ class LiveView:
         self.period_ms, self.ncols, self.figure_height = period_ms, ncols, figure_height
         self.trainer: BackgroundTrainer | None = None
         self.renders, self.error_text, self._last_drawn, self._callback = 0, '', None, None
-        self._snap, self._bounding, self._redraw = None, False, threading.Event()
+        self._snap, self._bounding, self._redraw, self._next_draw = None, False, threading.Event(), 0.0
         self._pending: list = []      # [label, future] of actions not yet shown; futures complete on any thread
         self._watchers = [(w, w.param.watch(self._on_view_control, 'value')) for w in self.view_controls.values()]
         self.start_button = pn.widgets.Button(label='Start', color='primary', width=90)
@@ -311,11 +314,14 @@ class LiveView:
         force = self._collect_actions() or force
         self._update_status()
         key = self._key()
-        if not force and key == self._last_drawn: return False
+        if not force and (key == self._last_drawn or time.monotonic() < self._next_draw): return False
+        t0 = time.monotonic()
         figs = self._render()
         for k, f in figs.items():
             if k in self.panes: self.panes[k].object = f
         self._last_drawn = key
+        # the event loop answers clicks between drawings: all views together draw at most half of the time
+        self._next_draw = time.monotonic() + 2 * (time.monotonic() - t0) * max(1, len(LiveView._drawing))
         return True
 
     def _attach(self, autostart: bool):
@@ -323,6 +329,7 @@ class LiveView:
         def begin():
             if autostart: self.start()
             self._callback = pn.state.add_periodic_callback(self.refresh, period=self.period_ms)
+            LiveView._drawing.add(self)
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:   # a served page
             pn.state.onload(begin)
             pn.state.on_session_destroyed(self._session_destroyed)
@@ -337,6 +344,7 @@ class LiveView:
     def close(self, release: bool = False):
         """Stop the periodic callback and the training thread. With `release` (the browser session is gone) also
         drop the run, the snapshot and the widget watchers, so that nothing of the session outlives it."""
+        LiveView._drawing.discard(self)
         if self._callback is not None:
             try: self._callback.stop()
             except Exception as e: log.debug("periodic callback already stopped: %s", e)
@@ -408,7 +416,7 @@ def static_figures(view: LiveView, steps: int = 20, timeout: float = 600.0) -> d
         view.close()
     return {k: go.Figure(f) for k, f in figs.items()}
 
-# %% ../nbs/01_live.ipynb #544d39d4
+# %% ../nbs/01_live.ipynb #0a028f3d
 def record(view: LiveView, steps: int = 100, frames: int = 20) -> list[tuple[int, dict[str, go.Figure]]]:
     """Train `view`'s experiment for `steps` steps in this thread, drawing `frames` + 1 times (step 0 included)
     with the view's `render`; [(step, figures)]. The view's trainer must not have started."""
@@ -423,6 +431,7 @@ def record(view: LiveView, steps: int = 100, frames: int = 20) -> list[tuple[int
         out.append((exp.step_count, view._call_render(snap, list(history), view.view_values())))
     draw()
     for mark in sorted({round(steps * (k + 1) / frames) for k in range(frames)}):
+        if exp.done: break                                # a run shorter than `steps` ends the recording
         history += [{**h, 'time': time.monotonic()} for h in exp.run(max_steps=first + mark - exp.step_count)]
         draw()
     return out

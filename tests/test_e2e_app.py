@@ -1,5 +1,6 @@
 "`iclr25 serve` in a real browser: pages load, Start makes figures change, clicks answer quickly."
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -100,3 +101,87 @@ def test_closing_the_page_stops_and_joins_the_training_thread():
         assert not trainers(), f"training threads still alive {time.monotonic() - t0:.0f} s after the page closed"
     finally:
         srv.stop()
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f'/proc/{pid}/status') as f:
+        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
+
+
+def _threads(pid: int) -> int: return len(os.listdir(f'/proc/{pid}/task'))
+
+
+def _settle(pid: int, quiet_s: float = 8.0, timeout: float = 90.0) -> float:
+    "Wait until the server's thread count has not changed for `quiet_s` (closed sessions joined); seconds waited."
+    t0 = last_change = time.monotonic()
+    n = _threads(pid)
+    while time.monotonic() - last_change < quiet_s and time.monotonic() - t0 < timeout:
+        time.sleep(0.5)
+        if _threads(pid) != n: n, last_change = _threads(pid), time.monotonic()
+    return time.monotonic() - t0
+
+
+def _session_round(url: str, n: int, train_s: float):
+    "Open `n` browser sessions on `url`, press Start in each, let them train `train_s` seconds, close them all."
+    from playwright.sync_api import sync_playwright
+    from _browser import ARGS, CHROMIUM
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            pages = []
+            for _ in range(n):
+                pg = browser.new_context().new_page(); pg.goto(url, timeout=120000); pages.append(pg)
+            for pg in pages:
+                pg.wait_for_selector('.js-plotly-plot', timeout=120000); pg.click('button:has-text("Start")')
+            for pg in pages: pg.wait_for_selector('text=running', timeout=60000)
+            time.sleep(train_s)
+        finally:
+            browser.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path('/proc/self/status').exists(), reason='reads the server RSS from /proc')
+def test_closed_sessions_do_not_grow_server_memory():
+    """Two rounds of 4 sessions training on /demo, each closed: the server's memory after round 2 stays within a
+    bound of its memory after round 1 (a closed session's run, figures and callbacks are released)."""
+    port = free_port()
+    with server([sys.executable, '-m', 'iclr25_nb.cli', 'serve', '--port', str(port)], f'http://127.0.0.1:{port}/',
+                cwd=ROOT, timeout=120) as (proc, _):
+        _settle(proc.pid)
+        rss = [_rss_mb(proc.pid)]
+        for _ in range(2):
+            _session_round(f'http://127.0.0.1:{port}/demo', n=4, train_s=5)
+            _settle(proc.pid)                               # closed sessions are destroyed within a few seconds
+            time.sleep(3)                                   # and their memory released a moment later
+            rss.append(_rss_mb(proc.pid))
+        print(f"server RSS (MB): start {rss[0]:.0f}, after round 1 {rss[1]:.0f}, after round 2 {rss[2]:.0f}")
+        assert rss[2] - rss[1] < 40, rss
+
+
+@pytest.mark.e2e
+def test_pause_answers_quickly_while_training_saturates_the_cores(app):
+    "Pause → status on a paper page while two sessions train (both cores busy); the goal is well under 0.5 s."
+    name = 'eign' if 'eign' in [p.name for p in implemented_papers()] else implemented_papers()[0].name
+    from playwright.sync_api import sync_playwright
+    from _browser import ARGS, CHROMIUM
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            pages = [browser.new_context(viewport={'width': 1400, 'height': 1000}).new_page() for _ in range(2)]
+            for q in pages:
+                q.goto(f'{app}/{name}', timeout=120000)
+                q.wait_for_selector('.js-plotly-plot', timeout=120000)
+                q.click('button:has-text("Start")'); q.wait_for_selector('text=running', timeout=60000)
+            pg = pages[-1]
+            time.sleep(2)
+            latencies = []
+            for _ in range(5):
+                t1 = time.monotonic(); pg.click('button:has-text("Pause")')
+                pg.wait_for_selector('text=paused', timeout=10000); latencies.append(time.monotonic() - t1)
+                pg.click('button:has-text("Start")'); pg.wait_for_selector('text=running', timeout=10000)
+                time.sleep(0.5)
+        finally:
+            browser.close()
+    median = sorted(latencies)[2]
+    print(f"{name}, two sessions training: Pause click → status {[round(x, 3) for x in latencies]} s, median {median:.3f}")
+    assert median < 1.0, latencies

@@ -1,4 +1,5 @@
 "The offline docs site in a real browser: interactive plotly figure, rendered maths, no request to any other host."
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ def site(tmp_path_factory):
 @pytest.mark.e2e
 def test_docs_site_offline_and_interactive(site):
     assert (site / 'assets' / 'plotly.min.js').exists()
+    assert not re.search(r'href="[^"]*\.ipynb', (site / 'index.html').read_text())   # notebook links → pages
     for f in site.glob('*.html'):
         html = f.read_text()
         assert '<script src="http' not in html and 'cdn.' not in html, f.name
@@ -43,6 +45,13 @@ def test_docs_site_offline_and_interactive(site):
             pg.wait_for_function('([el, b]) => JSON.stringify(el._fullLayout.xaxis.range) !== b',
                                  arg=[plot.element_handle(), before], timeout=10000)
             assert 'live view appears here' in pg.inner_text('article')
+            replay = pg.locator('.js-plotly-plot:has(.updatemenu-button)').first      # the demo's recorded replay
+            replay.scroll_into_view_if_needed()
+            first = replay.evaluate('el => el._fullLayout.title.text')
+            replay.locator('.updatemenu-button').first.click()                          # ▶ play
+            pg.wait_for_function('([el, t]) => el._fullLayout.title.text !== t', arg=[replay.element_handle(), first],
+                                 timeout=15000)
+            assert replay.evaluate('el => el._transitionData._frames.length') > 5
             pg.goto(f'http://127.0.0.1:{port}/00_core.html')
             pg.wait_for_selector('.MathJax', timeout=30000)                                # maths typeset offline
             assert 'seed_everything' in pg.inner_text('article')                             # show_doc rendered

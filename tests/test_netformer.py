@@ -321,7 +321,8 @@ def test_bad_config():
 
 def test_load_activity_good_and_broken_files(tmp_path):
     x = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
-    np.save(tmp_path / 'a.npy', x); np.savez(tmp_path / 'a.npz', activity=x); np.savetxt(tmp_path / 'a.csv', x, delimiter=',')
+    np.save(tmp_path / 'a.npy', x); np.savez(tmp_path / 'a.npz', activity=x)
+    np.savetxt(tmp_path / 'a.csv', x, delimiter=',')
     for f in ('a.npy', 'a.npz', 'a.csv'):
         assert np.allclose(load_activity(tmp_path / f), x, atol=1e-5)
     raw = (tmp_path / 'a.npy').read_bytes()
