@@ -674,7 +674,7 @@ class DeepTAGEExperiment(Experiment):
 
 make_experiment = DeepTAGEExperiment.from_preset
 
-# %% ../nbs/10_deeptage.ipynb #9d2fb173
+# %% ../nbs/10_deeptage.ipynb #760a4ca5
 def mean_surrogate_by_step(u: torch.Tensor, width: float = 1.0, w: float = 0.0, stat: str = 'rms',
                            surrogate: str = 'atan', area_preserving: bool = False) -> torch.Tensor:
     """Mean surrogate derivative per time step, E[h_t(m_t)], of recorded `u = m - theta` (T, ...), with the width
@@ -880,20 +880,23 @@ def _claims(report: Report, mech: dict, tuned: dict, config: DeepTAGEConfig):
     ctl = ('TET: |ln(||∂L/∂x_T|| / ||∂L/∂x_1||)| in layer 1', imb_tet)
     report.add_claim(Claim.compare('TASG balances the time steps: layer-1 imbalance |ln(||∂L/∂x_T|| / ||∂L/∂x_1||)| '
                                    'at init, TASG / TET', step_imbalance(sg['TASG']) / imb_tet, '<', 0.9,
-                                   kind='mechanism', control=ctl))        # seeds 0-2: see the notebook
+                                   kind='mechanism', control=ctl))        # measured 0.790, 0.761, 0.794 (seeds 0-2)
     report.add_claim(Claim.compare('deep supervision balances the time steps: the same imbalance, DS / TET',
-                                   step_imbalance(sg['DS']) / imb_tet, '<', 0.5, kind='mechanism', control=ctl))
+                                   step_imbalance(sg['DS']) / imb_tet, '<', 0.4, kind='mechanism', control=ctl))
+    # measured 0.125, 0.048, 0.162 (seeds 0-2)
     first = ('TET: first-layer conv gradient norm at init', float(g['TET'][0]))
     report.add_claim(Claim.compare('deep supervision raises the first-layer gradient: DS / TET at init',
                                    float(g['DS'][0] / g['TET'][0]), '>', 5.0, kind='mechanism', control=first))
+    # measured 10.2, 9.42, 6.78 (seeds 0-2)
     report.add_claim(Claim.compare('TASG raises the first-layer gradient: TASG / TET at init',
                                    float(g['TASG'][0] / g['TET'][0]), '>', 1.1, kind='mechanism', control=first))
+    # measured 1.24, 1.18, 1.24 (seeds 0-2)
     sig1 = mech['sigma'][0]
     report.add_claim(Claim.compare('layer 1 at init: the spread σ_t of m_t − θ rises at every step (smallest '
                                    'σ_{t+1}/σ_t)', float((sig1[1:] / sig1[:-1]).min()) if config.T > 1 else 2.0,
                                    '>', 1.0))
     report.add_claim(Claim.compare('the problem deep supervision addresses: TET, last / first layer gradient norm at '
-                                   'init', float(g['TET'][-1] / g['TET'][0]), '>', 30.0))
+                                   'init', float(g['TET'][-1] / g['TET'][0]), '>', 30.0))   # 110, 64.6, 89.2
     h = mech['h']['fixed']
     report.add_finding('recorded layer-1 membranes at init: the fixed-width surrogate\'s mean derivative '
                        'E[h_T] / E[h_1]', float(h[-1] / h[0]),

@@ -4,10 +4,11 @@
 
 # %% auto #0
 __all__ = ['log', 'PAPER', 'METRICS', 'GROUPS', 'make_experiment', 'block_cholesky', 'GaussianProcessSummary', 'sample_trials',
-           'stack_conditions', 'load_trials', 'bures_sq', 'adapted_bures_sq', 'DistanceResult', 'AlternatingAligner',
-           'objective_at', 'procrustes_distance', 'ssd', 'gp_w2', 'causal_ot', 'distance', 'pairwise', 'mds_embed',
-           'two_step_process', 'constant_vs_white', 'rotational_lds', 'planning_pair', 'diffusion_processes',
-           'NoisyTrajectoriesConfig', 'make_pair', 'NoisyTrajectoriesExperiment', 'reproduce', 'render', 'explorer']
+           'zero_pad', 'stack_conditions', 'load_trials', 'bures_sq', 'adapted_bures_sq', 'DistanceResult',
+           'AlternatingAligner', 'objective_at', 'procrustes_distance', 'ssd', 'ssd_netrep', 'gp_w2', 'causal_ot',
+           'distance', 'pairwise', 'mds_embed', 'two_step_process', 'constant_vs_white', 'rotational_lds',
+           'planning_pair', 'diffusion_processes', 'NoisyTrajectoriesConfig', 'make_pair',
+           'NoisyTrajectoriesExperiment', 'reproduce', 'render', 'explorer']
 
 # %% ../nbs/14_noisy_trajectories.ipynb #4df3549a
 import logging
@@ -82,7 +83,7 @@ def _clip_roundoff(lam: np.ndarray, rel: float = 1e-13) -> np.ndarray:
     top = np.abs(lam).max(-1, keepdims=True) if lam.size else lam
     return np.where(lam > rel * top, lam, 0.0)
 
-# %% ../nbs/14_noisy_trajectories.ipynb #8b294b3d
+# %% ../nbs/14_noisy_trajectories.ipynb #26f8dd57
 @dataclass
 class GaussianProcessSummary:
     """A Gaussian process over T time points and N neurons: `mean` (T, N) and `cov` (NT, NT), time-major
@@ -160,6 +161,17 @@ class GaussianProcessSummary:
 def sample_trials(summary: GaussianProcessSummary, K: int, rng=None) -> np.ndarray:
     "K trials (K, T, N) from `summary`."
     return summary.sample(K, rng)
+
+
+def zero_pad(summary: GaussianProcessSummary, N: int) -> GaussianProcessSummary:
+    """`summary` with zero neurons appended up to N (the shape-metric convention of Williams et al. 2021 that the
+    paper follows for populations of different sizes): mean (T, N), covariance (NT, NT) zero on the new neurons."""
+    T, n = summary.mean.shape
+    if N < n: raise ValueError(f"zero_pad: cannot pad {n} neurons down to N={N}")
+    mean = np.zeros((T, N)); mean[:, :n] = summary.mean
+    idx = (np.arange(T)[:, None] * N + np.arange(n)[None, :]).ravel()
+    cov = np.zeros((T * N, T * N)); cov[np.ix_(idx, idx)] = summary.cov
+    return GaussianProcessSummary(mean, cov, summary.name)
 
 
 def stack_conditions(summaries: list) -> GaussianProcessSummary:
@@ -344,7 +356,7 @@ def objective_at(x: GaussianProcessSummary, y: GaussianProcessSummary, Q: np.nda
     "The squared objective d²_α at a fixed alignment Q (noise rotations optimal): for brute-force checks."
     return AlternatingAligner(x, y, metric, alpha).evaluate(np.asarray(Q, float))[0]
 
-# %% ../nbs/14_noisy_trajectories.ipynb #c859a8fa
+# %% ../nbs/14_noisy_trajectories.ipynb #bc072e5a
 def procrustes_distance(x: GaussianProcessSummary, y: GaussianProcessSummary, group: str = 'orth') -> DistanceResult:
     "Procrustes shape distance on the means: min_Q ‖m_x − Q̄ m_y‖_F (one SVD; Hungarian for permutations)."
     _check_pair(x, y)
@@ -359,8 +371,15 @@ def _distance(metric, x, y, alpha, group, n_restarts, tol, max_iter, seed):
 
 
 def ssd(x, y, alpha: float = 1.0, group: str = 'orth', n_restarts: int = 1, tol: float = 1e-10, max_iter: int = 500, seed: int = 0) -> DistanceResult:
-    "Stochastic shape distance (Duong et al. 2023): the sum over t of Bures distances between the marginals, one shared Q."
+    """Stochastic shape distance (Duong et al. 2023): the sum over t of Bures distances between the marginals, one shared Q.
+    Convention: squared marginal distances are **summed** over time (so SSD ≤ W2 ≤ causal OT); netrep's
+    `GaussianStochasticMetric` on the T marginals averages them, i.e. its value is ours / √T (`ssd_netrep`)."""
     return _distance('ssd', x, y, alpha, group, n_restarts, tol, max_iter, seed)
+
+
+def ssd_netrep(x, y, **kwargs) -> float:
+    "SSD in netrep's convention (squared marginal distances averaged over the T time points): `ssd(x, y).value / √T`."
+    return ssd(x, y, **kwargs).value / math.sqrt(x.T)
 
 
 def gp_w2(x, y, alpha: float = 1.0, group: str = 'orth', n_restarts: int = 1, tol: float = 1e-10, max_iter: int = 500, seed: int = 0) -> DistanceResult:
@@ -476,7 +495,7 @@ def planning_pair(N: int = 4, T: int = 10, T_prep: int | None = None, delta: flo
     return ([GaussianProcessSummary(m, S_plan + noise, f'planning cond {c}') for c, m in enumerate(means)],
             [GaussianProcessSummary(m, S_out + noise, f'output only cond {c}') for c, m in enumerate(means)])
 
-# %% ../nbs/14_noisy_trajectories.ipynb #158961f5
+# %% ../nbs/14_noisy_trajectories.ipynb #b99780e4
 def _vp_alpha(tau, beta_min: float = 0.1, beta_max: float = 20.0):
     "a_τ = exp(−½∫₀^τ β), linear β(τ) = β_min + τ(β_max − β_min)."
     return np.exp(-0.25 * tau ** 2 * (beta_max - beta_min) - 0.5 * tau * beta_min)
@@ -506,7 +525,7 @@ def diffusion_processes(d: int = 4, T: int = 20, kind: str = 'sde', prompt: int 
     cov = np.einsum('ie,kje,le->kijl', R, ce, R).reshape(T * d, T * d)
     return GaussianProcessSummary(a[:, None] * mu[None], cov, f'{kind.upper()} prompt {prompt}')
 
-# %% ../nbs/14_noisy_trajectories.ipynb #29d0180e
+# %% ../nbs/14_noisy_trajectories.ipynb #fe0ef96e
 @dataclass
 class NoisyTrajectoriesConfig(ConfigBase):
     "Configuration of `NoisyTrajectoriesExperiment` (defaults: the quick preset)."
@@ -625,7 +644,7 @@ class NoisyTrajectoriesExperiment(Experiment):
 
 make_experiment = NoisyTrajectoriesExperiment.from_preset
 
-# %% ../nbs/14_noisy_trajectories.ipynb #f7b21263
+# %% ../nbs/14_noisy_trajectories.ipynb #37f147f0
 _REPRO = {'quick': dict(N=10, T=15, n_cond=2, rhos=(0.0, 0.25, 0.5, 0.75, 1.0), d=4, T_diff=20, max_iter=200,
                        max_iter_diff=60, plan=dict(N=4, T=10, delta=0.1, n_cond=2), K=200, n_splits=4),
           'full': dict(N=20, T=25, n_cond=4, rhos=(0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), d=8,
@@ -705,7 +724,7 @@ def _diffusion_study(p: dict, seed: int) -> dict:
     return {'systems': systems, 'D': D, 'emb': emb, 'silhouette': sil, 'pairs': pairs, 'ssd_sq': ssd_sq,
             'min_offdiag_rel': {m: float(D[m][off].min() / D[m][off].max()) for m in METRICS}}
 
-# %% ../nbs/14_noisy_trajectories.ipynb #053c7a49
+# %% ../nbs/14_noisy_trajectories.ipynb #06c9de2f
 def _figures(motor, split, diff) -> dict:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -818,7 +837,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
             f"Signal scale = root total variance of the output-only motor system = {r['scale']:.3g}."]
     return rep
 
-# %% ../nbs/14_noisy_trajectories.ipynb #838ad353
+# %% ../nbs/14_noisy_trajectories.ipynb #2cdeb770
 def _ellipse(c: np.ndarray, S: np.ndarray, n: int = 40):
     "Points of the 2σ ellipse of a 2-D Gaussian with centre c and covariance S."
     th = np.linspace(0, 2 * np.pi, n)
