@@ -482,7 +482,7 @@ def attach_deeptage(model: nn.Module, stages=(), n_classes: int | None = None, w
     if n_classes is None or n_classes < 1: raise ValueError("n_classes (a positive int) is needed for auxiliary heads")
     return DeepTAGEWrapper(model, stages, n_classes)
 
-# %% ../nbs/10_deeptage.ipynb #3c79a75f
+# %% ../nbs/10_deeptage.ipynb #65ebeb3b
 @dataclass
 class DeepTAGEConfig(ConfigBase):
     "One training run of a spiking CNN on digits (defaults: the quick preset)."
@@ -514,7 +514,7 @@ class DeepTAGEConfig(ConfigBase):
     record: bool = True                     # keep membranes, spreads, gradient norms per step (for the explorer)
     n_seeds: int = bound(1, ge=1)           # seeds per variant in `reproduce`
     ablation: str = 'TET,DS,DeepTAGE'       # variants `reproduce` trains
-    lrs: tuple = bound((5e-3, 1e-2), gt=0)  # the learning-rate grid every variant gets in `reproduce` (2e-3: never chosen)
+    lrs: tuple = bound((5e-3, 1e-2), gt=0)  # the lr grid every variant gets in `reproduce` (2e-3: never chosen)
     _full = {'depth': 12, 'channels': 32, 'T': 6, 'steps': 600, 'eval_every': 100, 'budget': 200, 'n_seeds': 3,
              'ablation': 'SDT,TET,TASG,DS,DeepTAGE', 'lrs': (2e-3, 5e-3, 1e-2)}
 
@@ -662,7 +662,8 @@ class DeepTAGEExperiment(Experiment):
 
     def evaluate(self):
         acc = head_accuracy(self.model, self.x_test, self.y_test)
-        out = {'test_acc': float(acc[-1, -1]), 'best_aux_acc': float(acc[:-1, -1].max()) if len(acc) > 1 else float('nan')}
+        best_aux = float(acc[:-1, -1].max()) if len(acc) > 1 else float('nan')
+        out = {'test_acc': float(acc[-1, -1]), 'best_aux_acc': best_aux}
         if self.x_val is not None: out['val_acc'] = main_accuracy(self.model, self.x_val, self.y_val)
         return out
 
@@ -674,7 +675,7 @@ class DeepTAGEExperiment(Experiment):
 
 make_experiment = DeepTAGEExperiment.from_preset
 
-# %% ../nbs/10_deeptage.ipynb #760a4ca5
+# %% ../nbs/10_deeptage.ipynb #35383218
 def mean_surrogate_by_step(u: torch.Tensor, width: float = 1.0, w: float = 0.0, stat: str = 'rms',
                            surrogate: str = 'atan', area_preserving: bool = False) -> torch.Tensor:
     """Mean surrogate derivative per time step, E[h_t(m_t)], of recorded `u = m - theta` (T, ...), with the width
@@ -783,7 +784,7 @@ def gaussian_surrogate_model(sigma, width: float = 0.5, w: float = 1.0, n: int =
     return SURROGATES[surrogate](u, width * delta[:, None]).mean(1).numpy()
 
 
-HEADLINE_GAIN = 3.0   # points at the 100-step budget; measured DS +19.8, +8.0, +6.8; DeepTAGE +21.7, +10.9, +7.6 (seeds 0-2)
+HEADLINE_GAIN = 3.0   # points at 100 steps; measured DS +19.9, +8.0, +6.9; DeepTAGE +21.7, +10.9, +7.6 (seeds 0-2)
 
 
 def _figures(mech, tuned, config) -> dict:
@@ -796,7 +797,7 @@ def _figures(mech, tuned, config) -> dict:
     sig = mech['sigma']
     spread = go.Figure([go.Scatter(x=ts, y=sig[l] / sig[l, 0], mode='lines+markers', name=f"layer {l + 1}")
                         for l in range(len(sig))])
-    spread.update_layout(title='spread of m_t − θ at initialisation: σ_t / σ_1 per layer', xaxis_title='time step t',
+    spread.update_layout(title='spread of m_t − θ at initialisation: σ_t / σ_1', xaxis_title='time step t',
                          yaxis_title='σ_t / σ_1', **lay)
     sur = make_subplots(1, 2, subplot_titles=('layer 1, recorded membranes', 'scale-family model N(0, σ_t²)'))
     for k, v in mech['h'].items():
@@ -878,8 +879,8 @@ def _claims(report: Report, mech: dict, tuned: dict, config: DeepTAGEConfig):
     g, sg = mech['conv_grad'], mech['step_grad']
     imb_tet = step_imbalance(sg['TET'])
     ctl = ('TET: |ln(||∂L/∂x_T|| / ||∂L/∂x_1||)| in layer 1', imb_tet)
-    report.add_claim(Claim.compare('TASG balances the time steps: layer-1 imbalance |ln(||∂L/∂x_T|| / ||∂L/∂x_1||)| '
-                                   'at init, TASG / TET', step_imbalance(sg['TASG']) / imb_tet, '<', 0.9,
+    report.add_claim(Claim.compare('TASG balances the time steps: layer-1 imbalance '
+                                   '|ln(||∂L/∂x_T|| / ||∂L/∂x_1||)| at init, TASG / TET', step_imbalance(sg['TASG']) / imb_tet, '<', 0.9,
                                    kind='mechanism', control=ctl))        # measured 0.790, 0.761, 0.794 (seeds 0-2)
     report.add_claim(Claim.compare('deep supervision balances the time steps: the same imbalance, DS / TET',
                                    step_imbalance(sg['DS']) / imb_tet, '<', 0.4, kind='mechanism', control=ctl))
@@ -901,7 +902,7 @@ def _claims(report: Report, mech: dict, tuned: dict, config: DeepTAGEConfig):
     report.add_finding('recorded layer-1 membranes at init: the fixed-width surrogate\'s mean derivative '
                        'E[h_T] / E[h_1]', float(h[-1] / h[0]),
                        paper='later time steps get smaller surrogate gradients (m_t drifts away from θ)',
-                       note='m_t − θ spreads with t, but its mean also moves toward θ; the fall (scale-family model '
+                       note='m_t − θ spreads with t, but its mean also moves toward θ; the fall (scale family '
                             f"N(0, σ_t²): {float(mech['h_gauss']['fixed'][-1] / mech['h_gauss']['fixed'][0]):.3f}) "
                             'needs a centred membrane')
     report.notes += [

@@ -6,7 +6,7 @@
 __all__ = ['log', 'SKIP_FLAGS', 'LIVE_MIMES', 'LOADER_MIMES', 'CDN_HOSTS', 'PLOTLY_MIME', 'LIVE_NOTE', 'prepare_notebook',
            'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'build_docs']
 
-# %% ../nbs/04_docs.ipynb #20381ec3
+# %% ../nbs/04_docs.ipynb #095a13db
 import ast
 import copy
 import json
@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def _public_names(src: str) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
             and not n.name.startswith('_')]
 
-# %% ../nbs/04_docs.ipynb #998077ae
+# %% ../nbs/04_docs.ipynb #9e4aa228
 # nbdev's show_doc for functions and classes; a plain signature and docstring for what it cannot render (array defaults,
 # `functools.partial`, a callable object, a cached function: nbdev would show "Call self as a function."). It replaces
 # `nbdev.showdoc.show_doc` in the kernel, so a notebook's own `show_doc(...)` cells use it too.
@@ -78,7 +79,8 @@ _nbdev_showdoc.show_doc = _docs_show_doc'''
 
 
 def _code(src, **meta):
-    return {'cell_type': 'code', 'metadata': meta, 'source': src, 'outputs': [], 'execution_count': None}
+    return {'cell_type': 'code', 'id': uuid.uuid4().hex[:8], 'metadata': meta, 'source': src, 'outputs': [],
+            'execution_count': None}
 
 
 def prepare_notebook(nb: dict) -> dict:

@@ -1,0 +1,207 @@
+"TOP: exactness of the compensation, partitions, normalised adjacency, Planetoid loader and bad input."
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25_nb.top import (ClusterGCN, ExactNeighbourhood, FullBatch, TOP, TOPGCN, TOPGCNConv, build_basis, csbm,
+                           cut_fraction, embedding_error, load_planetoid, make_batches, make_experiment,
+                           normalized_adjacency, normalized_adjacency_scipy, orthonormal_basis, partition,
+                           precompute_top_batches)
+
+
+@pytest.fixture(scope='module')
+def small():
+    g = csbm(1200, features=8, seed=3)
+    A = normalized_adjacency_scipy(g.edge_index, g.n)
+    batches = make_batches(*partition(g.edge_index, g.n, 6, seed=0), 2)
+    return g, A, batches
+
+
+def _span_basis(A, X, layers):
+    blocks = [X]
+    for _ in range(layers - 1): blocks.append(A @ blocks[-1])
+    return np.concatenate(blocks, 1)
+
+
+def test_exact_when_embeddings_lie_in_the_span(small):
+    g, A, batches = small
+    X = g.x.astype(np.float64)
+    Q = orthonormal_basis(_span_basis(A, X, 3), rank=24, power_iters=0)
+    torch.manual_seed(0)
+    model = TOPGCN(8, 8, 8, 3, 0.0, 'identity', bias=False).double()
+    top = TOP(A, X, batches, Q, inb_size=200, dtype=torch.float64)
+    full = FullBatch(A, X, dtype=torch.float64)
+    ref = full.forward(model)[0]
+    for i, b in enumerate(batches):
+        torch.testing.assert_close(top.forward(model, i)[0], ref[b], atol=1e-8, rtol=0)
+    assert min(embedding_error(model, ClusterGCN(A, X, batches, dtype=torch.float64))) > 0.05
+
+
+def test_layer_one_exact_for_a_nonlinear_model(small):
+    g, A, batches = small
+    X = g.x.astype(np.float64)
+    Q = orthonormal_basis(X, rank=8, power_iters=0)                  # X inside span(Q)
+    torch.manual_seed(1)
+    model = TOPGCN(8, 16, 3, 2, 0.0).double()
+    err = embedding_error(model, TOP(A, X, batches, Q, 100, dtype=torch.float64))
+    assert err[0] < 1e-10 and err[1] > 1e-6                          # layer 1 exact, later layers not in span
+
+
+def test_decomposition_and_pinv_contract(small):
+    g, A, batches = small
+    Q = orthonormal_basis(g.x.astype(np.float64), 8)
+    tb = precompute_top_batches(A, Q, batches, inb_size=50, seed=0, dtype=torch.float64)
+    Ad = A.toarray()
+    for t in tb:
+        out = np.setdiff1d(np.arange(g.n), t.nodes)
+        np.testing.assert_allclose(t.C_ob.numpy(), Ad[np.ix_(t.nodes, out)] @ Q[out], atol=1e-12)
+        QS = Q[t.nodes[t.anchors.numpy()]]
+        pinv = t.codebook.numpy().T
+        np.testing.assert_allclose(QS @ pinv @ QS, QS, atol=1e-10)
+        np.testing.assert_allclose(pinv @ QS, np.eye(Q.shape[1]), atol=1e-10)
+
+
+def test_one_batch_is_full_batch(small):
+    g, A, _ = small
+    X = g.x.astype(np.float64)
+    P = build_basis(lambda: TOPGCN(8, 16, 3, 2), A, X, random_num=1)
+    Q = orthonormal_basis(P, 16)
+    top = TOP(A, X, [np.arange(g.n)], Q, 100, dtype=torch.float64)
+    assert float(top.top[0].C_ob.abs().max()) < 1e-12                 # nothing is out of batch
+    torch.manual_seed(2)
+    model = TOPGCN(8, 16, 3, 2, 0.0).double()
+    assert max(embedding_error(model, top)) < 1e-12
+
+
+def test_growing_the_basis_does_not_increase_the_residual(small):
+    g, A, _ = small
+    X = g.x.astype(np.float64)
+    H = A @ (A @ X) @ np.random.default_rng(0).standard_normal((8, 4))
+    P = _span_basis(A, X, 3)
+    res = []
+    for r in (4, 8, 16, 24):
+        Q = orthonormal_basis(P, r)
+        res.append(np.linalg.norm(H - Q @ (Q.T @ H)))
+    assert all(b <= a + 1e-9 for a, b in zip(res, res[1:])) and res[-1] < 1e-8
+
+
+def test_exact_neighbourhood_equals_full_batch(small):
+    g, A, batches = small
+    torch.manual_seed(0)
+    model = TOPGCN(8, 16, 3, 3, 0.0)
+    ex = ExactNeighbourhood(A, g.x, batches, 3)
+    assert max(embedding_error(model, ex)) < 1e-5
+    assert all(s[-1] > s[0] for s in ex.sizes)                       # the neighbourhood grows
+
+
+def test_partition_covers_every_node_once_and_metis_beats_random():
+    g = csbm(2000, seed=4)
+    for method in ('metis', 'rcm', 'random'):
+        perm, ptr = partition(g.edge_index, g.n, 10, method, seed=0)
+        assert sorted(perm.tolist()) == list(range(g.n)) and ptr[-1] == g.n
+        b = make_batches(perm, ptr, 3)
+        assert np.array_equal(np.sort(np.concatenate(b)), np.arange(g.n))
+    cut = {m: cut_fraction(g.edge_index, make_batches(*partition(g.edge_index, g.n, 10, m), 1), g.n)
+           for m in ('metis', 'random')}
+    assert cut['metis'] < cut['random']
+    assert np.array_equal(partition(g.edge_index, g.n, 10, seed=5)[0], partition(g.edge_index, g.n, 10, seed=5)[0])
+
+
+def test_normalized_adjacency_closed_form():
+    g = csbm(200, seed=0)
+    A = normalized_adjacency(g.edge_index, g.n, dtype=torch.float64).to_dense().numpy()
+    B = np.zeros((g.n, g.n)); B[g.edge_index[0], g.edge_index[1]] = 1; B += np.eye(g.n)
+    d = B.sum(1)
+    np.testing.assert_allclose(A, B / np.sqrt(d[:, None] * d[None]), atol=1e-12)
+    ev = np.linalg.eigvalsh(A)
+    assert ev.min() >= -1 - 1e-9 and ev.max() <= 1 + 1e-9
+
+
+def test_gradcheck_and_no_gradient_into_the_compensation(small):
+    g, A, batches = small
+    b = batches[0][:30]
+    from iclr25_nb.top import to_torch_csr
+    Ab = to_torch_csr(A[b][:, b], torch.float64)
+    conv = TOPGCNConv(8, 3).double()
+    C = torch.randn(30, 5, dtype=torch.float64); P = torch.randn(10, 5, dtype=torch.float64)
+    S = torch.arange(10)
+    h = torch.randn(30, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda h: conv(Ab.to_dense(), h, (C, P, S)), (h,))
+    conv(Ab, h, (C, P, S)).sum().backward()
+    assert not C.requires_grad and C.grad is None and P.grad is None
+
+
+def test_experiment_is_deterministic():
+    kw = dict(n=800, parts=6, steps=2, hidden=8, rank=16, inb_size=50, trainers=('full', 'cluster', 'top'))
+    a = make_experiment('quick', 0, **kw); ha = a.run()      # dropout draws from torch's global generator,
+    b = make_experiment('quick', 0, **kw); hb = b.run()      # which the experiment seeds
+    np.testing.assert_array_equal(a.Q, b.Q)
+    assert all(np.array_equal(x, y) for x, y in zip(a.batches, b.batches))
+    assert [h['loss_top'] for h in ha] == [h['loss_top'] for h in hb]
+
+
+def test_ablation_is_cluster_gcn():
+    kw = dict(n=800, parts=6, steps=2, hidden=8, rank=16, inb_size=50, trainers=('full', 'cluster', 'top'),
+              compensation=False)
+    e = make_experiment('quick', 0, **kw)
+    assert e.layer_errors()['top'] == e.layer_errors()['cluster']          # the same forward, the same errors
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match='homophily'): csbm(100, homophily=2)
+    with pytest.raises(ValueError, match='outside'): normalized_adjacency(np.array([[0], [7]]), 3)
+    with pytest.raises(ValueError, match='parts'): partition(np.array([[0], [1]]), 2, 5)
+    with pytest.raises(ValueError, match='rank'): orthonormal_basis(np.ones((4, 2)), 0)
+    with pytest.raises(ValueError, match='NaN'): orthonormal_basis(np.full((4, 2), np.nan), 2)
+    with pytest.raises(ValueError, match='parts_per_batch'): make_batches(np.arange(4), np.array([0, 2, 4]), 3)
+
+
+# --- the Planetoid loader on the real files and on broken copies -------------------------------------------------
+@pytest.fixture(scope='module')
+def planetoid(shared_data):
+    p = shared_data / 'planetoid'
+    if not (p / 'ind.cora.x').is_file(): pytest.skip('no Planetoid files')
+    return p
+
+
+def test_planetoid_loads_cora_and_citeseer(planetoid):
+    cora = load_planetoid(planetoid, 'cora')
+    assert (cora.n, cora.num_edges // 2, cora.x.shape[1], cora.num_classes) == (2708, 5278, 1433, 7)
+    assert (cora.train.sum(), cora.val.sum(), cora.test.sum()) == (140, 500, 1000)
+    cs = load_planetoid(planetoid, 'citeseer')
+    assert (cs.n, cs.x.shape[1], cs.num_classes, cs.test.sum()) == (3327, 3703, 6, 1000)
+    assert np.isfinite(cs.x).all()
+
+
+def _copy(planetoid, tmp_path):
+    for f in planetoid.glob('ind.cora.*'): shutil.copy(f, tmp_path / f.name)
+    return tmp_path
+
+
+class Evil:
+    def __reduce__(self): return (print, ('pwned',))
+
+
+@pytest.mark.parametrize('case', ['unexpected class', 'truncated', 'missing', 'wrong shape', 'nan', 'not one-hot'])
+def test_planetoid_refuses_broken_files(planetoid, tmp_path, case):
+    d = _copy(planetoid, tmp_path)
+    if case == 'unexpected class':
+        (d / 'ind.cora.y').write_bytes(pickle.dumps(Evil(), protocol=2)); match = 'refusing to unpickle class'
+    elif case == 'truncated':
+        raw = (d / 'ind.cora.allx').read_bytes(); (d / 'ind.cora.allx').write_bytes(raw[:len(raw) // 2])
+        match = 'ind.cora.allx'
+    elif case == 'missing':
+        (d / 'ind.cora.graph').unlink(); match = 'no such file'
+    elif case == 'wrong shape':
+        (d / 'ind.cora.y').write_bytes(pickle.dumps(np.zeros((3, 7), np.float32), protocol=2)); match = 'rows'
+    elif case == 'nan':
+        (d / 'ind.cora.ty').write_bytes(pickle.dumps(np.full((1000, 7), np.nan, np.float32), protocol=2))
+        match = 'NaN'
+    else:
+        (d / 'ind.cora.y').write_bytes(pickle.dumps(np.full((140, 7), 2.0, np.float32), protocol=2))
+        match = 'one-hot'
+    with pytest.raises(ValueError, match=match):
+        load_planetoid(d, 'cora')
