@@ -5,13 +5,14 @@
 # %% auto #0
 __all__ = ['check_array', 'load_array']
 
-# %% ../nbs/06_data.ipynb #a2457c66
+# %% ../nbs/06_data.ipynb #cce50aa5
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-# %% ../nbs/06_data.ipynb #e124f97e
+# %% ../nbs/06_data.ipynb #fc73ca32
 def _shape_text(shape) -> str:
     return '(' + ', '.join('any' if d is None else str(d) for d in shape) + ')'
 
@@ -81,6 +82,6 @@ def load_array(path, key: str | None = None, *, shape=None, min_shape=None, dtyp
     except ValueError as e:
         if str(path) in str(e): raise
         raise ValueError(f"{path}: not a readable {what} file ({e})") from None
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path}: not a readable {what} file ({e})") from None
     return check_array(x, f"{path}: {what}", shape=shape, min_shape=min_shape, dtype=dtype, finite=finite)
