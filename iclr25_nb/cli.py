@@ -21,7 +21,7 @@ from .core import PAPERS, BackgroundTrainer, get_paper, implemented_papers, seed
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/03_cli.ipynb #d79ca5fc
+# %% ../nbs/03_cli.ipynb #38a12d91
 def _experiment_factory(name: str):
     "make_experiment of paper `name`, or of the core's demonstration for `demo`."
     if name == 'demo':
@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument('--checkpoint-dir', type=Path, default=None)
     t.add_argument('--checkpoint-every', type=float, default=30.0, metavar='SECONDS')
     t.add_argument('--resume', action='store_true', help='continue from the checkpoint in --checkpoint-dir')
+    t.add_argument('--max-steps', type=int, default=None, metavar='N', help='stop after step N (resumable)')
+    t.add_argument('--nproc', type=int, default=1, metavar='N', help='processes per node (data parallel, torchrun)')
+    t.add_argument('--nnodes', type=int, default=1, metavar='M', help='machines (each runs the same command)')
+    t.add_argument('--node-rank', type=int, default=0, metavar='R', help="this machine's rank, 0..M-1")
+    t.add_argument('--rdzv-endpoint', default=None, metavar='HOST:PORT', help="rank 0's machine, for --nnodes > 1")
+    t.add_argument('--ddp-worker', action='store_true', help=argparse.SUPPRESS)   # set by the torchrun re-launch
     s = sub.add_parser('serve', help='the live explorer app (Panel)')
     s.add_argument('--address', default='127.0.0.1', help='interface to bind (default: localhost only)')
     s.add_argument('--port', type=int, default=5006)
@@ -94,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument('--only', nargs='*', default=None, metavar='NAME', help='only these notebooks (stems, e.g. 00_core)')
     return p
 
-# %% ../nbs/03_cli.ipynb #c8e0187e
+# %% ../nbs/03_cli.ipynb #28619006
 def cmd_list(args) -> int:
     for p in PAPERS.values():
         print(f"{p.number:>3}  {p.name:<20} {'implemented' if p.implemented else 'planned    '}  {p.title}")
@@ -171,21 +177,74 @@ def cmd_reproduce(args, parser) -> int:
     return 1 if (args.check and failures) else 0
 
 
+def _worker_argv(args) -> list[str]:
+    "The `train` arguments each torchrun process gets: this command's, less the launch values, plus --ddp-worker."
+    argv = (['-v'] if args.verbose else []) + ['train', args.paper, '--preset', args.preset, '--seed', str(args.seed),
+                                               '--device', args.device, '--checkpoint-every', str(args.checkpoint_every)]
+    for item in args.set: argv += ['--set', item]
+    if args.checkpoint_dir is not None: argv += ['--checkpoint-dir', str(args.checkpoint_dir)]
+    if args.resume: argv.append('--resume')
+    if args.max_steps is not None: argv += ['--max-steps', str(args.max_steps)]
+    return argv + ['--ddp-worker']
+
+
+def _launch(args, parser) -> int:
+    "Check what can be checked here, then run `train` in `--nproc` processes through torchrun; its exit status."
+    import subprocess
+    from iclr25_nb.distributed import torchrun_command
+    factory = _experiment_factory(args.paper)
+    cls = getattr(factory, '__self__', None)
+    if cls is not None:
+        if not cls.ddp_modules: parser.error(f"{args.paper} has not opted in to data-parallel training (--nproc 1)")
+        try: cls.Config.preset(args.preset, **_parse_set(args.set))
+        except (ValueError, TypeError) as e: parser.error(str(e))
+    cmd = torchrun_command(_worker_argv(args), args.nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
+    log.info("launching: %s", ' '.join(cmd))
+    proc = subprocess.Popen(cmd)
+    forward = lambda sig, frame: proc.send_signal(sig)   # torchrun passes it on; the workers save and exit
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try: return proc.wait()
+    finally:
+        for sig, handler in old.items(): signal.signal(sig, handler)
+
+
 def cmd_train(args, parser) -> int:
-    from tqdm.auto import tqdm
     if args.resume and args.checkpoint_dir is None: parser.error('--resume needs --checkpoint-dir')
     if args.checkpoint_every <= 0: parser.error('--checkpoint-every must be positive')
+    if args.max_steps is not None and args.max_steps < 1: parser.error('--max-steps must be at least 1')
     if args.paper != 'demo' and not PAPERS[args.paper].implemented: parser.error(f"not implemented yet: {args.paper}")
+    from iclr25_nb.core import resolve_device
+    from iclr25_nb.distributed import check_launch, process_group
     try:
-        exp = _experiment_factory(args.paper)(preset=args.preset, seed=args.seed, device=args.device,
+        check_launch(args.nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
+        device = resolve_device(args.device)
+    except ValueError as e: parser.error(str(e))
+    if args.ddp_worker:
+        try: group = process_group(args.device)
+        except ValueError as e: parser.error(str(e))
+        with group as dev: return _train(args, parser, str(dev))
+    if args.nproc > 1 or args.nnodes > 1:
+        if device.type not in ('cpu', 'cuda'): parser.error(f"--nproc runs on cpu or cuda, not {args.device!r}")
+        return _launch(args, parser)
+    return _train(args, parser, args.device)
+
+
+def _train(args, parser, device: str) -> int:
+    "Train in this process (one of the ranks under torchrun): progress, Ctrl-C, the final metrics from rank 0."
+    from tqdm.auto import tqdm
+    from iclr25_nb.distributed import is_main_process
+    main_rank = is_main_process()
+    try:
+        exp = _experiment_factory(args.paper)(preset=args.preset, seed=args.seed, device=device,
                                               **_parse_set(args.set))
         trainer = BackgroundTrainer(exp, checkpoint_dir=args.checkpoint_dir, checkpoint_every_s=args.checkpoint_every,
-                                    resume=args.resume)
+                                    resume=args.resume, max_steps=args.max_steps)
     except (ValueError, TypeError) as e:
         parser.error(str(e))
-    if trainer.resumed_from is not None: print(f"resumed from step {trainer.resumed_from} ({trainer.checkpoint_path})", flush=True)
+    if trainer.resumed_from is not None and main_rank:
+        print(f"resumed from step {trainer.resumed_from} ({trainer.checkpoint_path})", flush=True)
     total = exp.max_steps
-    bar = tqdm(total=total, initial=exp.step_count, desc=f"train {args.paper}", unit='step')
+    bar = tqdm(total=total, initial=exp.step_count, desc=f"train {args.paper}", unit='step', disable=not main_rank)
     # Ctrl-C (and SIGTERM) must save and exit even where the shell started us with SIGINT ignored (background jobs)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -200,12 +259,13 @@ def cmd_train(args, parser) -> int:
         trainer.stop()
         bar.close()
         where = f"; checkpoint at {trainer.checkpoint_path}" if trainer.checkpoint_dir else ' (no --checkpoint-dir: nothing saved)'
-        print(f"interrupted at step {exp.step_count}{where}", file=sys.stderr)
+        if main_rank: print(f"interrupted at step {exp.step_count}{where}", file=sys.stderr)
         return 130
     bar.update(exp.step_count - bar.n); bar.close()
     if trainer.error is not None:
         print(f"error: {trainer.error}", file=sys.stderr); return 1
-    print(json.dumps({'status': trainer.status, 'step': exp.step_count, **exp.evaluate()}))
+    result = exp.evaluate()
+    if main_rank: print(json.dumps({'status': trainer.status, 'step': exp.step_count, **result}))
     return 0
 
 
@@ -235,6 +295,6 @@ def main(argv=None) -> int:
     except BrokenPipeError:   # `iclr25 list | head`
         sys.stderr.close(); return 0
 
-# %% ../nbs/03_cli.ipynb #b51148bf
+# %% ../nbs/03_cli.ipynb #a0b73143
 #| eval: false
 if __name__ == '__main__': sys.exit(main())

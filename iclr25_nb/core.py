@@ -9,7 +9,7 @@ __all__ = ['log', 'CHECKPOINT_NAME', 'KINDS', 'META_KEYS', 'PAPERS', 'seed_every
            'Paper', 'read_paper_meta', 'get_paper', 'implemented_papers', 'PaperModule', 'check_contract', 'Stopwatch',
            'run_meta']
 
-# %% ../nbs/00_core.ipynb #94f9e629
+# %% ../nbs/00_core.ipynb #abd72179
 import ast
 import contextlib
 import dataclasses
@@ -32,6 +32,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
+
+from .distributed import is_distributed, is_main_process, reduce_metrics, shard, world_size, wrap_module
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ class ConfigBase:
 
     def to_dict(self) -> dict: return dataclasses.asdict(self)
 
-# %% ../nbs/00_core.ipynb #d261371a
+# %% ../nbs/00_core.ipynb #e5eeb820
 def _to_float_dict(metrics, where: str) -> dict[str, float]:
     if not isinstance(metrics, dict):
         raise TypeError(f"{where} must return a dict of scalar metrics, got {type(metrics).__name__}")
@@ -153,6 +155,8 @@ class Experiment:
     Config: type = None
     name: str = 'experiment'
     state_attrs: tuple = ()   # attributes with state_dict()/load_state_dict() (models, optimisers) to checkpoint
+    ddp_modules: tuple = ()   # data-parallel opt-in: the trainable modules DDP wraps under a process group
+    ddp_options: dict = {}    # extra DistributedDataParallel keywords (e.g. find_unused_parameters=True)
 
     def __init__(self, config=None, seed: int = 0, device='cpu'):
         if config is None: config = self.Config.quick()
@@ -162,6 +166,7 @@ class Experiment:
         self.device = resolve_device(device)
         self.generator = seed_everything(seed)
         self.setup()
+        self._ddp = self._wrap_ddp()
 
     @classmethod
     def from_preset(cls, preset: str = 'quick', seed: int = 0, device='cpu', **overrides):
@@ -170,6 +175,22 @@ class Experiment:
 
     def setup(self):
         "Override: build data, models and optimisers from `self.config` and `self.generator`."
+
+    def _wrap_ddp(self) -> dict:
+        "The `ddp_modules` in DDP when a process group is initialised; {} otherwise (nothing changes)."
+        if not is_distributed(): return {}
+        if not self.ddp_modules and world_size() > 1:
+            raise ValueError(f"{type(self).__name__} has not opted in to data-parallel training (no ddp_modules)")
+        return {a: wrap_module(getattr(self, a), **self.ddp_options) for a in self.ddp_modules}
+
+    def train_module(self, name: str):
+        "The module `name` as `step()` calls it to train: its DDP wrapper under a process group, the module otherwise."
+        wrapped = getattr(self, '_ddp', {})
+        return wrapped[name] if name in wrapped else getattr(self, name)
+
+    def shard(self, *tensors, dim: int = 0):
+        "This process's share of a global batch (`iclr25_nb.distributed.shard`); the batch itself in one process."
+        return shard(*tensors, dim=dim)
 
     @property
     def max_steps(self) -> int | None: return getattr(self.config, 'steps', None)
@@ -216,12 +237,12 @@ class Experiment:
         "Run to `done` (or `max_steps` more steps) in this thread; returns the metrics of each step."
         out = []
         while not self.done and (max_steps is None or len(out) < max_steps):
-            m = _to_float_dict(self.step(), f"{type(self).__name__}.step()")
+            m, _ = reduce_metrics(_to_float_dict(self.step(), f"{type(self).__name__}.step()"))   # mean over ranks
             self.step_count += 1
             out.append({'step': self.step_count, **m})
         return out
 
-# %% ../nbs/00_core.ipynb #c35bdac3
+# %% ../nbs/00_core.ipynb #ebd070d2
 @dataclass
 class RegressionConfig(ConfigBase):
     "Configuration of `RegressionDemo`."
@@ -241,6 +262,7 @@ class RegressionDemo(Experiment):
     Config = RegressionConfig
     name = 'demo'
     state_attrs = ('model', 'opt')
+    ddp_modules = ('model',)   # data-parallel opt-in: the module DDP wraps; step() trains on self.shard(...)
 
     def setup(self):
         c = self.config
@@ -251,7 +273,8 @@ class RegressionDemo(Experiment):
 
     def step(self):
         if self.config.delay: time.sleep(self.config.delay)
-        loss = torch.nn.functional.mse_loss(self.model(self.x), self.y)
+        x, y = self.shard(self.x, self.y)
+        loss = torch.nn.functional.mse_loss(self.train_module('model')(x), y)
         self.opt.zero_grad(); loss.backward(); self.opt.step()
         return {'loss': loss.item()}
 
@@ -264,7 +287,7 @@ class RegressionDemo(Experiment):
         return {'mse': torch.nn.functional.mse_loss(self.model(self.x), self.y).item(),
                 'slope_error': abs(self.model.weight.item() - self.config.a)}
 
-# %% ../nbs/00_core.ipynb #85dbaba4
+# %% ../nbs/00_core.ipynb #958b1b8b
 class NonFiniteLossError(FloatingPointError):
     "Raised inside the trainer when a step returns a NaN or infinite loss."
 
@@ -293,7 +316,7 @@ def load_checkpoint(path) -> dict:
     try: return torch.load(path, weights_only=True, map_location='cpu')
     except Exception as e: raise ValueError(f"{path}: not a readable checkpoint ({e})") from e
 
-# %% ../nbs/00_core.ipynb #09204c83
+# %% ../nbs/00_core.ipynb #abd2823b
 class BackgroundTrainer:
     """Run `experiment` in a background thread.
 
@@ -411,6 +434,7 @@ class BackgroundTrainer:
         "Write a checkpoint now (from the worker, or from any thread while the worker is not running)."
         path = Path(path) if path is not None else self.checkpoint_path
         if path is None: raise ValueError("no checkpoint_dir was given and no path passed to save()")
+        if not is_main_process(): return path   # data parallel: rank 0 alone writes (all ranks hold the same state)
         with self._lock: hist = list(self._history)
         return save_checkpoint({'experiment': self.experiment.state_dict(), 'history': hist,
                                 'name': self.experiment.name}, path)
@@ -436,12 +460,14 @@ class BackgroundTrainer:
     def _work(self):
         exp = self.experiment
         last_snap = last_ckpt = time.monotonic()
+        dist_run = world_size() > 1   # every rank steps until all agree to stop after the same step
         try:
-            while not self._stop.is_set() and not self._finished():
+            while (dist_run or not self._stop.is_set()) and not self._finished():
                 self._drain_actions()
                 if not self._run.is_set():
                     self._parked.set(); self._run.wait(0.05); continue
                 metrics = _to_float_dict(exp.step(), f"{type(exp).__name__}.step()")
+                metrics, stop_all = reduce_metrics(metrics, self._stop.is_set())   # mean over ranks; 1 rank: as is
                 exp.step_count += 1
                 bad = [k for k, v in metrics.items() if 'loss' in k and not math.isfinite(v)]
                 if bad:
@@ -456,6 +482,7 @@ class BackgroundTrainer:
                     last_snap = now
                 if self.checkpoint_dir is not None and now - last_ckpt >= self.checkpoint_every_s:
                     self.save(); last_ckpt = now
+                if dist_run and stop_all: break
             snap = exp.snapshot()
             with self._lock: self._latest = snap
             if self.checkpoint_dir is not None: self.save()
@@ -481,7 +508,7 @@ class BackgroundTrainer:
     def __repr__(self):
         return f"BackgroundTrainer({self.experiment.name}, status={self.status}, step={self.step})"
 
-# %% ../nbs/00_core.ipynb #938e2000
+# %% ../nbs/00_core.ipynb #b5ea8549
 _OPS = {'>': lambda a, b: a > b, '>=': lambda a, b: a >= b, '<': lambda a, b: a < b, '<=': lambda a, b: a <= b}
 KINDS = ('headline', 'mechanism', 'sanity')
 
@@ -572,7 +599,7 @@ class Finding:
     def to_dict(self):
         return {'statement': self.statement, 'measured': _jsonable(self.measured), 'paper': self.paper, 'note': self.note}
 
-# %% ../nbs/00_core.ipynb #4794e6d9
+# %% ../nbs/00_core.ipynb #78f91f52
 def _md_escape(s) -> str: return str(s).replace('|', '\\|').replace('\n', ' ')
 
 
@@ -748,17 +775,22 @@ class Report:
                 f"<style>{css}</style></head><body>{''.join(body)}</body></html>")
 
     def save_html(self, path) -> Path:
-        path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(path)
+        if not is_main_process(): return path   # data parallel: rank 0 alone writes
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_html(), encoding='utf-8'); return path
 
     def save(self, folder) -> dict[str, Path]:
-        "Write report.md, report.json and report.html into `folder`."
-        folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+        "Write report.md, report.json and report.html into `folder` (on rank 0 only, under data parallel)."
+        folder = Path(folder)
+        if not is_main_process():
+            return {'md': folder / 'report.md', 'json': folder / 'report.json', 'html': folder / 'report.html'}
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / 'report.md').write_text(self.to_markdown(), encoding='utf-8')
         (folder / 'report.json').write_text(self.to_json(), encoding='utf-8')
         return {'md': folder / 'report.md', 'json': folder / 'report.json', 'html': self.save_html(folder / 'report.html')}
 
-# %% ../nbs/00_core.ipynb #c17b4445
+# %% ../nbs/00_core.ipynb #c0020219
 def seed_table(reports: list) -> list[dict]:
     "One row per claim of `reports` (one Report or report dict per seed): values per seed, mean, std, holds k/n."
     reports = [r if isinstance(r, dict) else r.to_dict(figures=False) for r in reports]
@@ -795,7 +827,7 @@ def seed_table_markdown(rows: list[dict]) -> str:
         lines.append('| ' + ' | '.join(_md_escape(c) for c in cells) + ' |')
     return '\n'.join(lines)
 
-# %% ../nbs/00_core.ipynb #3c28bc95
+# %% ../nbs/00_core.ipynb #979d1d1a
 @dataclass(frozen=True)
 class Paper:
     "One ICLR 2025 paper of the collection."
@@ -888,7 +920,7 @@ def implemented_papers() -> list[Paper]:
     "The papers whose module exists, in number order."
     return [p for p in PAPERS.values() if p.implemented]
 
-# %% ../nbs/00_core.ipynb #f02de235
+# %% ../nbs/00_core.ipynb #0920024f
 class PaperModule(Protocol):
     "What every paper module defines at module level."
     PAPER: dict
@@ -933,7 +965,7 @@ def check_contract(module) -> list[str]:
         else: problems += _signature_problems(fn, name)
     return problems
 
-# %% ../nbs/00_core.ipynb #1e875084
+# %% ../nbs/00_core.ipynb #87a1d1fe
 class Stopwatch:
     "Context manager measuring wall-clock seconds: `with Stopwatch() as sw: ...; sw.seconds`."
     def __enter__(self): self.t0 = time.perf_counter(); self.seconds = None; return self

@@ -482,7 +482,7 @@ def attach_deeptage(model: nn.Module, stages=(), n_classes: int | None = None, w
     if n_classes is None or n_classes < 1: raise ValueError("n_classes (a positive int) is needed for auxiliary heads")
     return DeepTAGEWrapper(model, stages, n_classes)
 
-# %% ../nbs/10_deeptage.ipynb #65ebeb3b
+# %% ../nbs/10_deeptage.ipynb #25a2c043
 @dataclass
 class DeepTAGEConfig(ConfigBase):
     "One training run of a spiking CNN on digits (defaults: the quick preset)."
@@ -596,7 +596,11 @@ class DeepTAGEExperiment(Experiment):
     Config = DeepTAGEConfig
     name = 'deeptage'
     state_attrs = ('model', 'opt')
+    ddp_modules = ('model',)   # data parallel (iclr25_nb.distributed): each rank trains on its shard of the batch
     n_membrane = 400   # membrane samples per (layer, step) kept in a snapshot
+
+    @property
+    def ddp_options(self) -> dict: return {'find_unused_parameters': not self.config.uses_aux}   # heads idle then
 
     def setup(self):
         c, dev = self.config, self.device
@@ -614,14 +618,14 @@ class DeepTAGEExperiment(Experiment):
         b = self.config.batch_size
         if self.pos + b > len(self.perm):
             self.perm, self.pos = torch.randperm(len(self.y_train), generator=self.generator), 0
-        idx = self.perm[self.pos:self.pos + b].to(self.device); self.pos += b
+        idx = self.shard(self.perm[self.pos:self.pos + b]).to(self.device); self.pos += b   # this rank's share
         return _to_sequence(self.x_train[idx]), self.y_train[idx]
 
     def step(self):
         c = self.config
         self.model.train()
         x, y = self._batch()
-        main, aux = self.model(x, aux=c.uses_aux)                        # TET and SDT never run the heads
+        main, aux = self.train_module('model')(x, aux=c.uses_aux)        # TET and SDT never run the heads
         loss = variant_loss(c.variant, main, aux, y, c.lam, c.deep_supervision)
         self.opt.zero_grad(); loss.backward(); self.opt.step()
         out = {'loss': loss.item(), 'train_acc': (main.mean(0).argmax(-1) == y).float().mean().item()}

@@ -527,7 +527,7 @@ def shuffled_label_null(resp: dict[str, np.ndarray], contrast: str, coords, grid
     null = np.array(null)
     return {'I': I, 'null': null, 'z': float((I - null.mean()) / (null.std(ddof=1) + 1e-12))}
 
-# %% ../nbs/17_topolm.ipynb #a2eb196e
+# %% ../nbs/17_topolm.ipynb #d7bb09a8
 @dataclass
 class TopoLMConfig(ConfigBase):
     "TopoLM vs control run. Defaults are the quick preset; `_full` the CPU-sized full one."
@@ -576,6 +576,7 @@ class TopoLMExperiment(Experiment):
     Config = TopoLMConfig
     name = 'topolm'
     state_attrs = ('topo', 'control', 'opt_topo', 'opt_control')
+    ddp_modules = ('topo', 'control')   # data parallel (iclr25_nb.distributed): both models train on this rank's shard
 
     def setup(self):
         c = self.config
@@ -638,10 +639,10 @@ class TopoLMExperiment(Experiment):
     # -- training --------------------------------------------------------------------------------------
     def step(self):
         c = self.config
-        x, y = self._windows(self.train_ids, c.batch, self.generator)
+        x, y = self.shard(*self._windows(self.train_ids, c.batch, self.generator))   # the same global batch, split
         m = {}
-        for tag, model, opt, alpha in (('topo', self.topo, self.opt_topo, c.alpha),
-                                       ('control', self.control, self.opt_control, 0.0)):
+        for tag, model, opt, alpha in (('topo', self.train_module('topo'), self.opt_topo, c.alpha),
+                                       ('control', self.train_module('control'), self.opt_control, 0.0)):
             for g in opt.param_groups: g['lr'] = self.lr_at(self.step_count)
             out = topo_loss(model, x, y, alpha, c.radius, c.n_neighbourhoods, self.generator, self.index,
                             with_spatial=True)

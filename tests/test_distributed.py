@@ -1,0 +1,136 @@
+"""Data-parallel training through torchrun (gloo on CPU, 2 processes): the 2-process curve is the 1-process one with
+the same global batch, a run stopped mid-way resumes with 1 process from the 2-process checkpoint, rank 0 alone
+writes files, and bad launch values exit 2. Each torchrun start costs about 5 s here."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from iclr25_nb.cli import main
+from iclr25_nb.core import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+RTOL = 1e-5   # demo, full-batch gradient descent: 2 half-batch means vs one mean, float32 reduction order only
+ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(ROOT)}
+
+
+def train(*args, nproc=1, timeout=150):
+    cmd = [sys.executable, '-m', 'iclr25_nb.cli', 'train', *args, '--nproc', str(nproc)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def losses(folder, key='loss') -> list[float]:
+    return [h[key] for h in load_checkpoint(Path(folder) / 'checkpoint.pt')['history']]
+
+
+def assert_curves_close(a, b, rtol):
+    assert len(a) == len(b)
+    worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b))
+    assert worst <= rtol, f"curves differ by {worst:.3g} (relative), tolerance {rtol}"
+
+
+@pytest.fixture(scope='module')
+def demo_runs(tmp_path_factory):
+    "The demo, 20 full-batch steps, in 1 and in 2 processes."
+    one, two = tmp_path_factory.mktemp('one'), tmp_path_factory.mktemp('two')
+    train('demo', '--set', 'steps=20', '--checkpoint-dir', str(one))
+    train('demo', '--set', 'steps=20', '--checkpoint-dir', str(two), nproc=2)
+    return one, two
+
+
+def test_two_processes_follow_the_one_process_curve(demo_runs):
+    one, two = demo_runs
+    assert_curves_close(losses(two), losses(one), RTOL)
+    a, b = (load_checkpoint(d / 'checkpoint.pt')['experiment']['objects']['model'] for d in demo_runs)
+    assert list(b) == ['weight', 'bias']                       # the unwrapped module's state, no 'module.' prefix
+    for k in a: torch.testing.assert_close(b[k], a[k], rtol=RTOL, atol=1e-6)
+    assert sorted(p.name for p in two.iterdir()) == ['checkpoint.pt']   # one file, no temporary left over
+
+
+def test_resume_with_one_process_from_a_two_process_checkpoint(demo_runs, tmp_path):
+    one, _ = demo_runs
+    train('demo', '--set', 'steps=20', '--checkpoint-dir', str(tmp_path), '--max-steps', '10', nproc=2)
+    assert load_checkpoint(tmp_path / 'checkpoint.pt')['experiment']['step_count'] == 10
+    r = train('demo', '--set', 'steps=20', '--checkpoint-dir', str(tmp_path), '--resume')
+    assert 'resumed from step 10' in r.stdout
+    assert_curves_close(losses(tmp_path), losses(one), RTOL)
+
+
+def test_a_killed_two_process_run_resumes_with_one_process(tmp_path):
+    "SIGTERM to `iclr25 train --nproc 2` mid-run: both ranks stop after the same step and rank 0 saves."
+    cmd = [sys.executable, '-m', 'iclr25_nb.cli', 'train', 'demo', '--set', 'steps=100000', '--set', 'delay=0.01',
+           '--checkpoint-dir', str(tmp_path), '--checkpoint-every', '0.2', '--nproc', '2']
+    p = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not (tmp_path / 'checkpoint.pt').exists() and time.monotonic() - t0 < 60: time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0
+    step = load_checkpoint(tmp_path / 'checkpoint.pt')['experiment']['step_count']
+    assert 0 < step < 100000, err[-2000:]
+    r = train('demo', '--set', 'steps=100000', '--set', 'delay=0.01', '--checkpoint-dir', str(tmp_path), '--resume',
+              '--max-steps', str(step + 3))
+    assert f'resumed from step {step}' in r.stdout and '"step": %d' % (step + 3) in r.stdout
+
+
+RANKS_SCRIPT = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    import torch.distributed as dist
+    from iclr25_nb.core import BackgroundTrainer, RegressionConfig, RegressionDemo, Report
+    from iclr25_nb.distributed import DistributedModule, process_group, rank, world_size
+    out = Path(sys.argv[1])
+    with process_group('cpu'):
+        exp = RegressionDemo(RegressionConfig(steps=5), seed=0)
+        assert world_size() == 2 and isinstance(exp.train_module('model'), DistributedModule)
+        assert exp.train_module('model').weight is exp.model.weight          # attributes fall back to the module
+        tr = BackgroundTrainer(exp, checkpoint_dir=out / f'ckpt{rank()}').start().join()
+        assert tr.status == 'done' and tr.error is None, tr.error
+        with Report.run('deeptage', 'quick', 0, False, 'cpu') as report: pass   # the registry only
+        report.save(out / f'report{rank()}')
+        assert all(h['step'] == i + 1 for i, h in enumerate(tr.history))
+''')
+
+
+def test_rank_zero_alone_writes_checkpoints_and_reports(tmp_path):
+    script = tmp_path / 'ranks.py'; script.write_text(RANKS_SCRIPT)
+    out = tmp_path / 'out'; out.mkdir()
+    r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2',
+                        str(script), str(out)], capture_output=True, text=True, cwd=ROOT, timeout=150, env=ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ['ckpt0', 'report0']
+    assert (out / 'ckpt0' / 'checkpoint.pt').exists() and (out / 'report0' / 'report.json').exists()
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--nproc', '0'], '--nproc must be at least 1'),
+    (['--nproc', '2', '--nnodes', '0'], '--nnodes must be at least 1'),
+    (['--nproc', '2', '--nnodes', '2'], '--nnodes 2 needs --rdzv-endpoint'),
+    (['--nproc', '2', '--nnodes', '2', '--node-rank', '2', '--rdzv-endpoint', 'h:29500'], '--node-rank must be in 0..1'),
+    (['--nproc', '2', '--nnodes', '2', '--rdzv-endpoint', 'h:0'], '--rdzv-endpoint must be HOST:PORT'),
+    (['--nproc', '2', '--rdzv-endpoint', 'nohost'], '--rdzv-endpoint must be HOST:PORT'),
+    (['--nproc', '2', '--set', 'lr=-1'], 'RegressionConfig.lr must be greater than 0'),
+    (['--nproc', '2', '--device', 'mps'], 'mps'),
+    (['--max-steps', '0'], '--max-steps must be at least 1'),
+    (['--ddp-worker'], 'not started by torchrun'),
+])
+def test_bad_launch_values_exit_2_with_message(args, message, capsys):
+    with pytest.raises(SystemExit) as e: main(['train', 'demo', *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_paper_that_has_not_opted_in_is_refused(capsys, monkeypatch):
+    from iclr25_nb import cli
+    from iclr25_nb.core import Experiment, RegressionDemo
+    class NotOptedIn(RegressionDemo): ddp_modules = Experiment.ddp_modules
+    monkeypatch.setattr(cli, '_experiment_factory', lambda name: NotOptedIn.from_preset)
+    with pytest.raises(SystemExit) as e: main(['train', 'demo', '--nproc', '2'])
+    assert e.value.code == 2 and 'has not opted in to data-parallel training' in capsys.readouterr().err

@@ -1,0 +1,133 @@
+"Properties and bad input of iclr25_nb.h2dilr: VQ, codebook ownership, freezing, the generator's ground truth, loading."
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25_nb import h2dilr as H
+
+
+def test_vq_nearest_code_and_straight_through():
+    vq = H.VectorQuantizer(16, 4); vq.train()
+    z = torch.randn(10, 4, requires_grad=True)
+    z_q, codes, loss, ppl = vq(z)
+    brute = torch.cdist(z.detach(), vq.codebook.detach()).argmin(1)
+    assert torch.equal(codes, brute)
+    (z_q * torch.arange(4.0)).sum().backward()
+    assert torch.allclose(z.grad, torch.arange(4.0).expand(10, 4))          # dz_q/dz_e = I
+    assert 1 <= ppl <= 16
+
+
+def test_commitment_loss_zero_on_a_code():
+    vq = H.VectorQuantizer(8, 3); vq.eval()
+    z = vq.codebook.detach()[[1, 5, 5]].clone()
+    _, codes, loss, ppl = vq(z)
+    assert codes.tolist() == [1, 5, 5] and float(loss) < 1e-12
+    assert abs(ppl - math.exp(-(1 / 3 * math.log(1 / 3) + 2 / 3 * math.log(2 / 3)))) < 1e-5
+
+
+def test_usage_accounting_and_dead_code_restart():
+    vq = H.VectorQuantizer(8, 2); vq.train()
+    vq(torch.randn(50, 2))
+    assert int(vq.counts.sum()) == 50 and len(H.code_usage(torch.tensor([0, 2, 2, -1]), 4)) == 4
+    assert H.code_usage(torch.tensor([0, 2, 2, -1]), 4).tolist() == [1, 0, 2, 0]
+    vq.restart_dead(); assert int(vq.counts.sum()) == 0
+
+
+def test_private_codebooks_get_gradient_only_from_their_subject():
+    for routing, d in (('split', 4), ('union', 2)):
+        dc = H.DualCodebook(8, 4, n_subjects=3, D=2, routing=routing); dc.train()
+        out = dc(torch.randn(6, 5, d, requires_grad=True), m=2)
+        out['loss'].backward()
+        assert dc.privates[0].codebook.grad is None and dc.privates[1].codebook.grad is None
+        if routing == 'split': assert dc.shared.codebook.grad.abs().sum() > 0
+
+
+def test_nu_fraction_routes_exactly_ceil_nu_n():
+    for nu in (0.25, 0.5, 0.75):
+        dc = H.DualCodebook(8, 4, 2, 3, routing='nu_fraction', nu=nu)
+        out = dc(torch.randn(7, 3, 3), m=1)
+        assert int((out['shared_codes'] >= 0).sum()) == math.ceil(nu * 21)
+        assert int((out['private_codes'] >= 0).sum()) == 21 - math.ceil(nu * 21)
+
+
+def test_stage2_leaves_stage1_bit_identical():
+    g = H.SyntheticSEEG(n_subjects=2, n_syllables=2, n_reps=3, channels_range=(4, 6), seed=0)
+    data = H.subject_data(g)
+    model = H.H2DiLR(g.channels, D=4, shared_K=8, private_K=4)
+    model.fit_stage1(data['train'][0], steps=3)
+    before = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith('transformer')}
+    model.fit_stage2(*data['train'], steps=3)
+    after = model.state_dict()
+    assert all(torch.equal(v, after[k]) for k, v in before.items())
+    assert model.predict(data['test'][0][1], 1).shape == (len(data['test'][1][1]),)
+
+
+def test_generator_deterministic_balanced_and_snr():
+    a, b = H.SyntheticSEEG(seed=3), H.SyntheticSEEG(seed=3)
+    Xa, ya, _, la = a.subject(1); Xb, yb, _, _ = b.subject(1)
+    assert np.array_equal(Xa, Xb) and np.array_equal(ya, yb)
+    assert np.bincount(ya).tolist() == [len(ya) // 4] * 4
+    assert abs(la['realised_snr'] / la['snr'] - 1) < 0.1
+    assert Xa.shape[1] == a.channels[1] and len(set(a.channels)) > 1
+
+
+def test_oracle_recovers_tone_and_articulation_does_not():
+    from sklearn.linear_model import LogisticRegression
+    g = H.SyntheticSEEG(seed=0)
+    X, y, _, lat = g.subject(0)
+    sp = g.split(0)
+    tr, te = np.r_[sp['train'], sp['val']], sp['test']
+    S = lat['s'][:, :, ::4].reshape(len(y), -1)
+    assert LogisticRegression(max_iter=2000).fit(S[tr], y[tr]).score(S[te], y[te]) >= 0.9
+    A = lat['a'][:, :, ::4].reshape(len(y), -1)
+    assert LogisticRegression(max_iter=2000).fit(A[tr], y[tr]).score(A[te], y[te]) <= 0.35
+    rng = np.random.default_rng(0)
+    ys = rng.permutation(y)
+    assert LogisticRegression(max_iter=2000).fit(S[tr], ys[tr]).score(S[te], ys[te]) <= 0.45
+
+
+def test_split_by_repetition():
+    g = H.SyntheticSEEG(n_reps=4)
+    sp = g.split(0); rep = g.design()[2]
+    assert set(rep[sp['test']]) == {3} and set(rep[sp['val']]) == {2} and set(rep[sp['train']]) == {0, 1}
+
+
+@pytest.mark.parametrize('kw', [dict(n_subjects=0), dict(n_reps=2), dict(channels_range=(10, 5)),
+                                dict(snr_range=(0, 1)), dict(private_scale=-1)])
+def test_generator_rejects_bad_settings(kw):
+    with pytest.raises(ValueError): H.SyntheticSEEG(**kw)
+
+
+def test_model_rejects_bad_input():
+    model = H.H2DiLR([4, 6], D=4, shared_K=8, private_K=4)
+    with pytest.raises(ValueError, match='subject 1'):
+        H.check_subject_arrays([torch.randn(3, 4, 16), torch.randn(3, 5, 16)], model.n_channels)
+    with pytest.raises(ValueError, match='NaN'):
+        H.check_subject_arrays([torch.randn(3, 4, 16), torch.full((3, 6, 16), float('nan'))], model.n_channels)
+    with pytest.raises(ValueError, match='tones'):
+        H.check_subject_arrays([torch.randn(3, 4, 16)], [4], [torch.tensor([0, 1, 7])])
+    with pytest.raises(ValueError): H.H2DiLR([4], decoder_inputs='all')
+    with pytest.raises(ValueError): H.DualCodebook(8, 4, 2, 3, routing='nearest')
+
+
+def _save(path, **arrays): np.savez(path, **arrays); return path
+
+
+def test_loader_reads_and_rejects_broken_files(tmp_path):
+    X = np.random.default_rng(0).normal(size=(8, 3, 20)).astype(np.float32)
+    tone, rep = np.arange(8) % 4, np.arange(8) // 4
+    good = _save(tmp_path / 'good.npz', X=X, tone=tone, repetition=rep)
+    Xl, yl, rl = H.load_subject(good)
+    assert np.array_equal(Xl, X) and np.array_equal(yl, tone)
+    Xn = X.copy(); Xn[0, 0, 0] = np.nan
+    bad = {'nan.npz': dict(X=Xn, tone=tone, repetition=rep), 'shape.npz': dict(X=X[0], tone=tone, repetition=rep),
+           'len.npz': dict(X=X, tone=tone[:5], repetition=rep), 'tone.npz': dict(X=X, tone=tone + 4, repetition=rep),
+           'noX.npz': dict(tone=tone, repetition=rep), 'frac.npz': dict(X=X, tone=tone + 0.5, repetition=rep)}
+    for name, arrays in bad.items():
+        with pytest.raises(ValueError, match=name): H.load_subject(_save(tmp_path / name, **arrays))
+    trunc = tmp_path / 'trunc.npz'; trunc.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(ValueError, match='trunc.npz'): H.load_subject(trunc)
+    txt = tmp_path / 'text.npz'; txt.write_text('not an array')
+    with pytest.raises(ValueError, match='text.npz'): H.load_subject(txt)
