@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument('--only', nargs='*', default=None, metavar='NAME', help='only these notebooks (stems, e.g. 00_core)')
     return p
 
-# %% ../nbs/03_cli.ipynb #28619006
+# %% ../nbs/03_cli.ipynb #a66bc894
 def cmd_list(args) -> int:
     for p in PAPERS.values():
         print(f"{p.number:>3}  {p.name:<20} {'implemented' if p.implemented else 'planned    '}  {p.title}")
@@ -179,8 +179,8 @@ def cmd_reproduce(args, parser) -> int:
 
 def _worker_argv(args) -> list[str]:
     "The `train` arguments each torchrun process gets: this command's, less the launch values, plus --ddp-worker."
-    argv = (['-v'] if args.verbose else []) + ['train', args.paper, '--preset', args.preset, '--seed', str(args.seed),
-                                               '--device', args.device, '--checkpoint-every', str(args.checkpoint_every)]
+    argv = (['-v'] if args.verbose else []) + ['train', args.paper, '--preset', args.preset, '--seed', str(args.seed)]
+    argv += ['--device', args.device, '--checkpoint-every', str(args.checkpoint_every)]
     for item in args.set: argv += ['--set', item]
     if args.checkpoint_dir is not None: argv += ['--checkpoint-dir', str(args.checkpoint_dir)]
     if args.resume: argv.append('--resume')
