@@ -142,7 +142,7 @@ def test_a_paper_that_has_not_opted_in_is_refused(capsys, monkeypatch):
 # correlation over the batch's stimuli, so it sees the shard, while its control (alpha = 0: a plain GPT, a mean
 # loss) follows the 1-process curve to float precision (measured 5e-8) and TopoLM's CE nearly so (1.3e-4).
 PAPERS = {
-    'deeptage': (['steps=8', 'eval_every=4', 'depth=4'], {'loss': 2e-2, 'train_acc': 0.5}),
+    'deeptage': (['steps=8', 'eval_every=4', 'depth=4'], {'loss': 2e-2}),
     'topolm': (['steps=6', 'eval_every=100', 'corpus_tokens=2000', 'n_stimuli=8'],
                {'ce_control': 1e-5, 'ce_topo': 1e-3, 'loss': 5e-2}),
 }
