@@ -12,7 +12,8 @@ from iclr25_nb import l3m as L
 @pytest.mark.parametrize('mu', [1.0, 0.3, 0.01])
 def test_barrier_value_and_derivative_identities(mu):
     s = mu ** 2
-    z = torch.cat([torch.linspace(-3, -s * 1.001, 200, dtype=torch.float64), torch.linspace(-s * 0.999, 2, 200, dtype=torch.float64)])
+    f64 = dict(dtype=torch.float64)
+    z = torch.cat([torch.linspace(-3, -s * 1.001, 200, **f64), torch.linspace(-s * 0.999, 2, 200, **f64)])
     B = L.relaxed_log_barrier(z, mu)
     log_side, lin_side = z <= -s, z > -s
     assert torch.allclose(B[log_side], -mu * torch.log(-z[log_side]))
@@ -45,8 +46,9 @@ def test_barrier_convex_increasing_and_limits():
 
 
 def test_one_dimensional_closed_form():
-    "min (theta - 1)^2 s.t. theta <= 0: theta* = -u, u = (sqrt(1 + 2 mu) - 1) / 2 on the log branch, a - 1/(2mu) beyond."
-    for mu, want, lam in ((1.0, 0.5, 1.0), (0.1, -0.04772, 2.095), (0.01, -0.004975, 2.0100), (0.001, -0.00049975, 2.0010)):
+    "min (theta - 1)^2 s.t. theta <= 0: theta* = -u, u = (sqrt(1 + 2 mu) - 1) / 2 (log branch), 1 - 1/(2 mu) beyond."
+    cases = ((1.0, 0.5, 1.0), (0.1, -0.04772, 2.095), (0.01, -0.004975, 2.0100), (0.001, -0.00049975, 2.0010))
+    for mu, want, lam in cases:
         th = torch.zeros(1, dtype=torch.float64, requires_grad=True)
         opt = torch.optim.LBFGS([th], max_iter=500, line_search_fn='strong_wolfe', tolerance_grad=1e-14,
                                 tolerance_change=1e-16)
