@@ -105,7 +105,7 @@ def torchrun_command(args: list[str], nproc: int = 1, nnodes: int = 1, node_rank
     else: cmd += [f'--nnodes={nnodes}', f'--node-rank={node_rank}', f'--rdzv-endpoint={rdzv_endpoint}']
     return cmd + ['-m', module, *args]
 
-# %% ../nbs/07_distributed.ipynb #b94084b0
+# %% ../nbs/07_distributed.ipynb #a951e16d
 def process_group(device='cpu'):
     """Join the process group that torchrun describes in the environment (gloo on CPU, nccl on CUDA) and leave it on
     exit: `with process_group('cuda') as dev` gives this process's device (`cuda` becomes `cuda:LOCAL_RANK`).
@@ -123,5 +123,7 @@ def process_group(device='cpu'):
 def _joined(dev: torch.device):
     if dev.type == 'cuda': torch.cuda.set_device(dev)
     dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo')
-    try: yield dev
+    try:
+        yield dev
+        dist.barrier()   # no rank tears the group down while another still uses it (a rank-0 save, say)
     finally: dist.destroy_process_group()

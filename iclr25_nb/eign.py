@@ -15,7 +15,7 @@ __all__ = ['log', 'PAPER', 'MODELS', 'BASELINES', 'TASKS', 'COMPONENTS', 'make_e
            'operator_figure', 'rmse_bar_figure', 'circuit_benchmark', 'default_circuits_path', 'reproduce',
            'explorer_render', 'explorer']
 
-# %% ../nbs/21_eign.ipynb #66d6ce59
+# %% ../nbs/21_eign.ipynb #586f13b1
 import json
 import logging
 import math
@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from .core import ConfigBase, Experiment, Report, Claim, bound
+from .distributed import world_size
 
 log = logging.getLogger(__name__)
 
@@ -800,7 +801,7 @@ def reversal_change(model: nn.Module, task: EdgeTask) -> float:
     s = task.graph.signs(task.graph.directed)[:, None]
     return (s * predict(model, reverse_directed(task)) - predict(model, task)).abs().max().item()
 
-# %% ../nbs/21_eign.ipynb #6871e634
+# %% ../nbs/21_eign.ipynb #b6ae4713
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -839,11 +840,21 @@ def small_operator_graph(frac_directed: float = 0.3, seed: int = 0) -> EdgeGraph
     return make_flow_network(10, frac_directed, seed, edge_factor=1.6).graph
 
 
+class _Runs(nn.Module):
+    "Every run of `nets` on one graph batch, `{key: prediction}`: the one module DDP wraps, so one all-reduce a step."
+    def __init__(self, nets: nn.ModuleDict):
+        super().__init__(); self.nets = nets
+
+    def forward(self, graph, x_equ, x_inv) -> dict: return {k: m(graph, x_equ, x_inv) for k, m in self.nets.items()}
+
+
 class EIGNExperiment(Experiment):
     "EIGN and its baselines, each at every point of a small grid, trained side by side on Kirchhoff flow networks."
     Config = EIGNConfig
     name = 'eign'
     state_attrs = ('nets', 'opt')
+    ddp_modules = ('runs',)   # data parallel (iclr25_nb.distributed): every run, on this rank's graphs of each batch
+    ddp_options = {'find_unused_parameters': True}   # EIGN's last block computes an invariant output it never uses
 
     def setup(self):
         c = self.config
@@ -852,7 +863,16 @@ class EIGNExperiment(Experiment):
         self.flow_scale = float(np.std(np.concatenate([n.flow for n in nets[:c.n_train]])))
         tasks = [make_task(n, c.task, self.flow_scale, c.noise, seed=self.seed * 100_003 + i).to(self.device)
                  for i, n in enumerate(nets)]
-        self.batches = [EdgeTask.batch(tasks[i:i + c.batch_graphs]) for i in range(0, c.n_train, c.batch_graphs)]
+        # Each rank takes its contiguous share of every batch's graphs (all of them in one process). Under a process
+        # group `edge_scale` = world / (masked edges of the whole batch): a rank's sum of squared errors times it,
+        # averaged over the ranks by DDP, is the whole batch's masked mean (graphs differ in size). None: one process.
+        self.batches, self.edge_scale = [], []
+        for i in range(0, c.n_train, c.batch_graphs):
+            ids = list(range(i, min(i + c.batch_graphs, c.n_train)))
+            mine = self.shard(torch.tensor(ids)).tolist()
+            self.batches.append(EdgeTask.batch([tasks[k] for k in mine]))
+            n_all = sum(int(tasks[k].mask.sum()) for k in ids)
+            self.edge_scale.append(world_size() / max(n_all, 1) if world_size() > 1 else None)
         self.val = EdgeTask.batch(tasks[c.n_train:c.n_train + c.n_val])
         self.test = EdgeTask.batch(tasks[c.n_train + c.n_val:])
         self.display0 = self.display = tasks[c.n_train + c.n_val]
@@ -862,6 +882,7 @@ class EIGNExperiment(Experiment):
         self.grid = {f'{k}__h{h}__lr{i}': (k, h, lr) for k in c.models for h in c.hiddens for i, lr in enumerate(c.lrs)}
         self.nets = nn.ModuleDict({key: make_model(k, equ_in, inv_in, h, c.layers, c.q, c.q_normalisation, h)
                                    for key, (k, h, lr) in self.grid.items()}).to(self.device)
+        self.runs = _Runs(self.nets)
         groups = [{'params': list(self.nets[key].parameters()), 'lr': lr} for key, (_, _, lr) in self.grid.items()]
         self.opt = torch.optim.Adam(groups)                  # Adam is per-parameter: the runs train independently
         self.val_rmse, self.last_rmse = {}, {}
@@ -882,11 +903,14 @@ class EIGNExperiment(Experiment):
         self.val_rmse, self.last_rmse = dict(state['val_rmse']), dict(state['last_rmse'])
 
     def step(self):
-        batch = self.batches[self.step_count % len(self.batches)]
+        i = self.step_count % len(self.batches)
+        batch = self.batches[i]
         self.nets.train()
         losses, total = {}, 0.0
-        for key, model in self.nets.items():
-            loss = ((model(batch.graph, batch.x_equ, batch.x_inv) - batch.y)[batch.mask] ** 2).mean()
+        preds = self.train_module('runs')(batch.graph, batch.x_equ, batch.x_inv)
+        for key in self.nets:
+            err = (preds[key] - batch.y)[batch.mask] ** 2
+            loss = err.mean() if self.edge_scale[i] is None else err.sum() * self.edge_scale[i]
             losses[key] = loss; total = total + loss
         self.opt.zero_grad(); total.backward()
         for model in self.nets.values(): nn.utils.clip_grad_norm_(model.parameters(), 1.0)

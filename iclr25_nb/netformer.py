@@ -517,7 +517,7 @@ def match_scale(est, gt) -> np.ndarray:
     s = _offdiag(np.asarray(est)).std()
     return np.asarray(est) * (_offdiag(np.asarray(gt)).std() / s if s > 0 else 1.0)
 
-# %% ../nbs/15_netformer.ipynb #42f17500
+# %% ../nbs/15_netformer.ipynb #9024e278
 SYSTEMS = ('linear', 'tanh', 'celltype', 'task_rnn')
 CELLTYPE_STEPS = 800       # quick preset's training steps on the cell-type network
 SYSTEM_DEFAULTS = {
@@ -625,6 +625,7 @@ class NetFormerExperiment(Experiment):
     Config = NetFormerConfig
     name = 'netformer'
     state_attrs = ('model', 'opt', 'sched')
+    ddp_modules = ('model',)   # data parallel (iclr25_nb.distributed): each rank trains on its shard of the batch
 
     def setup(self):
         c = self.config
@@ -646,8 +647,9 @@ class NetFormerExperiment(Experiment):
 
     def step(self):
         c, d = self.config, self.data
-        idx = torch.randint(0, len(d.train_tokens), (c.batch_size,), generator=self.generator).to(self.device)
-        pred, _ = self.model(d.train_tokens[idx])
+        idx = torch.randint(0, len(d.train_tokens), (c.batch_size,), generator=self.generator)
+        idx = self.shard(idx).to(self.device)                              # this rank's share of the global batch
+        pred, _ = self.train_module('model')(d.train_tokens[idx])
         loss = nn.functional.mse_loss(pred, d.train_targets[idx])          # next-step MSE
         self.opt.zero_grad(); loss.backward(); self.opt.step(); self.sched.step()
         out = {'loss': loss.item()}

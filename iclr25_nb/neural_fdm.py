@@ -737,7 +737,7 @@ class NeuralFDMConfig(ConfigBase):
     direct_maxiter: int = bound(2000, ge=1)                      # L-BFGS-B iterations (paper: 5000)
     _full = {'steps': 10000, 'width': 256, 'batch_size': 64, 'kappa': 1.0, 'n_direct': 100, 'direct_maxiter': 5000}
 
-# %% ../nbs/28_neural_fdm.ipynb #1ea8cd23
+# %% ../nbs/28_neural_fdm.ipynb #627ae15b
 def _state_numpy(model: nn.Module) -> dict:
     "A CPU numpy copy of a model's state (what snapshots carry instead of the live model)."
     return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
@@ -748,6 +748,12 @@ class NeuralFDMExperiment(Experiment):
     `decoder='mlp'` (the ablation) puts the fully neural decoder in FormFinder's place."""
     Config = NeuralFDMConfig
     name = 'neural_fdm'
+    _ATTRS = {'formfinder': 'model', 'nn': 'nn', 'pinn': 'pinn'}   # the attribute that holds each model of `models`
+
+    @property
+    def ddp_modules(self) -> tuple:
+        "Data parallel (iclr25_nb.distributed): every trained model, each on this rank's shard of the targets."
+        return tuple(self._ATTRS[k] for k in self.models)
 
     def model_kwargs(self) -> dict:
         c = self.config
@@ -784,7 +790,7 @@ class NeuralFDMExperiment(Experiment):
 
     def loss(self, key: str, x: torch.Tensor):
         "(loss, shape term, residual term) of model `key` on targets x."
-        model = self.models[key]
+        model = self.train_module(self._ATTRS[key])                     # its DDP wrapper under a process group
         x_hat, q, P = model(x)
         shape = self.shape_loss(x, x_hat, q)
         res = residual_error(q, x_hat, P, self.structure)
@@ -792,7 +798,7 @@ class NeuralFDMExperiment(Experiment):
         return loss, shape, res
 
     def step(self):
-        x = self.gen.sample(self.config.batch_size, self.generator).float().to(self.device)
+        x = self.shard(self.gen.sample(self.config.batch_size, self.generator)).float().to(self.device)   # rank's share
         out = {}
         for key, opt in self.opts.items():
             loss, shape, res = self.loss(key, x)
