@@ -7,11 +7,10 @@ __all__ = ['log', 'TEMPLATE', 'style', 'figure', 'history_series', 'curves_figur
            'LiveView', 'DemoExperiment', 'demo_render', 'demo_explorer', 'static_figures', 'record', 'frame_ranges',
            'animate', 'replay']
 
-# %% ../nbs/01_live.ipynb #d384f470
+# %% ../nbs/01_live.ipynb #385db403
 import concurrent.futures
 import ctypes
 import gc
-import inspect
 import logging
 import threading
 import time
@@ -24,12 +23,12 @@ import plotly.io as pio
 import torch
 
 from .core import BackgroundTrainer, Experiment
-from .panel_env import panel
+from .panel_env import panel, plotly_pane
 
 log = logging.getLogger(__name__)
 _panel = panel   # the older private name, still imported by some explorers
 
-# %% ../nbs/01_live.ipynb #bbcfb814
+# %% ../nbs/01_live.ipynb #0dc6e311
 TEMPLATE = go.layout.Template(layout=dict(
     height=340, font=dict(size=12), uirevision='keep', hovermode='closest',
     margin=dict(l=60, r=20, t=56, b=40, autoexpand=True),
@@ -37,7 +36,8 @@ TEMPLATE = go.layout.Template(layout=dict(
     legend=dict(orientation='h', x=0, xanchor='left', y=-0.18, yanchor='top'),
     xaxis=dict(automargin=True, title=dict(standoff=8)), yaxis=dict(automargin=True, title=dict(standoff=8))))
 pio.templates['iclr25'] = TEMPLATE
-pio.templates.default = 'plotly+iclr25'
+pio.templates['plotly_iclr25'] = pio.templates['plotly+iclr25']   # merged once: a '+' default merges per figure
+pio.templates.default = 'plotly_iclr25'
 
 
 def style(fig: go.Figure, title: str | None = None, xaxis_title: str | None = None, yaxis_title: str | None = None,
@@ -114,15 +114,7 @@ def schedule_release_memory(delay_s: float = 2.0):
         release_memory()
     IOLoop.current().call_later(delay_s, run)
 
-# %% ../nbs/01_live.ipynb #c76aa85d
-def _takes_experiment(render: Callable) -> bool:
-    "True for the older render signature `render(snap, history, exp, ...)`."
-    try: params = list(inspect.signature(render).parameters.values())
-    except (TypeError, ValueError): return False
-    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(pos) >= 3 and pos[2].name in ('exp', 'experiment', 'e')
-
-
+# %% ../nbs/01_live.ipynb #00b8bf21
 def _end_reason(t: BackgroundTrainer) -> str:
     if t.status == 'done':
         if t.experiment.done: return f"reached steps={t.experiment.max_steps}"
@@ -145,7 +137,6 @@ class LiveView:
                  autostart: bool = False):
         pn = panel()
         self.make_experiment, self.render, self.title = make_experiment, render, title
-        self._legacy_render = _takes_experiment(render)   # TODO(platform-v2): remove with the shim in _call_render
         self.controls, self.view_controls = dict(controls or {}), dict(view_controls or {})
         self.view_bounds, self.actions = dict(view_bounds or {}), dict(actions or {})
         for k in self.view_bounds:
@@ -175,7 +166,7 @@ class LiveView:
         self._build()
         if self.trainer is None: raise ValueError(self.error_text)   # the explorer's own defaults must build
         figs = self._render()
-        self.panes = {k: pn.pane.Plotly(f, sizing_mode='stretch_width', height=figure_height) for k, f in figs.items()}
+        self.panes = {k: plotly_pane(f, sizing_mode='stretch_width', height=figure_height) for k, f in figs.items()}
         self._last_drawn = self._key()
         self._update_status()
         widgets = list(self.controls.values()) + list(self.view_controls.values())
@@ -271,16 +262,10 @@ class LiveView:
             try: w.param.update(start=lo, end=hi, value=value)
             finally: self._bounding = False
 
-    def _call_render(self, snap: dict, history: list, view: dict) -> dict:
-        if self._legacy_render:
-            # TODO(platform-v2): remove once every paper's render takes (snap, history, **view)
-            return self.render(snap, history, self.trainer.experiment, **view)
-        return self.render(snap, history, **view)
-
     def _render(self) -> dict:
         snap = self.snapshot()
         self._apply_bounds(snap)
-        figs = self._call_render(snap, self.trainer.history, self.view_values())
+        figs = self.render(snap, self.trainer.history, **self.view_values())
         if not isinstance(figs, dict):
             raise TypeError(f"render must return a dict of plotly figures, got {type(figs).__name__}")
         self.renders += 1
@@ -359,6 +344,10 @@ class LiveView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self.layout._repr_mimebundle_(include, exclude)
 
+    def ipywidget(self):
+        "The view as an ipywidget (through jupyter_bokeh), for Notebook 7, VS Code and other ipywidgets front ends."
+        return panel().ipywidget(self.layout)
+
 # %% ../nbs/01_live.ipynb #33bcfb30
 from .core import RegressionConfig, RegressionDemo
 
@@ -416,7 +405,7 @@ def static_figures(view: LiveView, steps: int = 20, timeout: float = 600.0) -> d
         view.close()
     return {k: go.Figure(f) for k, f in figs.items()}
 
-# %% ../nbs/01_live.ipynb #0a028f3d
+# %% ../nbs/01_live.ipynb #4fa21f62
 def record(view: LiveView, steps: int = 100, frames: int = 20) -> list[tuple[int, dict[str, go.Figure]]]:
     """Train `view`'s experiment for `steps` steps in this thread, drawing `frames` + 1 times (step 0 included)
     with the view's `render`; [(step, figures)]. The view's trainer must not have started."""
@@ -428,7 +417,7 @@ def record(view: LiveView, steps: int = 100, frames: int = 20) -> list[tuple[int
     def draw():
         snap = exp.snapshot()
         view._apply_bounds(snap)
-        out.append((exp.step_count, view._call_render(snap, list(history), view.view_values())))
+        out.append((exp.step_count, view.render(snap, list(history), **view.view_values())))
     draw()
     for mark in sorted({round(steps * (k + 1) / frames) for k in range(frames)}):
         if exp.done: break                                # a run shorter than `steps` ends the recording

@@ -1062,7 +1062,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         if overrides: report.meta['overrides'] = overrides
     return report
 
-# %% ../nbs/28_neural_fdm.ipynb #c74b9160
+# %% ../nbs/28_neural_fdm.ipynb #72f71c7a
 def _view_models(snap: dict, cache: dict | None = None) -> dict:
     """CPU models rebuilt from a snapshot's config and weights; with a view's `cache` dict they are built once per
     config and their weights loaded once per snapshot."""
@@ -1212,9 +1212,9 @@ def explorer(autostart: bool = False, **config):
     shown: dict = {}
     def render(snap, history, **view):                # throttled only while training runs (not in replays)
         running = 'view' in shown and shown['view'].trainer.status == 'running'
-        return neural_fdm_render(snap, history, cache=cache, slow_s=3.0 if running else 0.0, **view)
+        return neural_fdm_render(snap, history, cache=cache, slow_s=5.0 if running else 0.0, **view)
     shown['view'] = LiveView(make, render, controls, view_controls=view_controls, title='Neural FDM: shell designer',
-                             autostart=autostart, ncols=2, figure_height=460,
+                             autostart=autostart, ncols=2, figure_height=460, period_ms=1000,   # the 3D scenes are heavy to ship
                              description='FormFinder (encoder + force-density solver) trains on random Bézier '
                                          'shells; the sliders change the target and the load and redraw at once.')
     return shown['view']

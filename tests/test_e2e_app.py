@@ -56,9 +56,8 @@ def test_demo_page_updates_live_and_answers_clicks(app):
         print(f"demo: first figure update {first_update:.2f} s after Start ({time.monotonic() - t0:.1f} s after goto)")
         latencies = []
         for _ in range(5):                                # Pause / Start round trips while training runs
-            t1 = time.monotonic(); pg.click('button:has-text("Pause")')
-            pg.wait_for_selector('text=paused', timeout=5000); latencies.append(time.monotonic() - t1)
-            pg.click('button:has-text("Start")'); pg.wait_for_selector('text=running', timeout=5000)
+            latencies.append(_click_until(pg, 'Pause', 'paused', timeout_s=5))
+            _click_until(pg, 'Start', 'running', timeout_s=5)
         print(f"click → status latencies: {[round(x, 3) for x in latencies]}")
         assert sorted(latencies)[2] < 1.0, latencies     # median of five round trips
         assert pg.blocked == [], pg.blocked
@@ -158,6 +157,29 @@ def test_closed_sessions_do_not_grow_server_memory():
         assert rss[2] - rss[1] < 40, rss
 
 
+_CLICK_UNTIL = """async ([button, box, word, timeout]) => {
+    if (box.textContent.includes(word)) return -2;
+    const t0 = performance.now(); button.click();
+    while (performance.now() - t0 < timeout) {
+        if (box.textContent.includes(word)) return (performance.now() - t0) / 1000;
+        await new Promise(r => setTimeout(r, 5)); }
+    return -1; }"""
+
+
+def _click_until(pg, label: str, word: str, timeout_s: float = 15) -> float:
+    """Click button `label` from the page's own script and return the seconds until the status line shows `word`,
+    as a user sees it (Playwright's click waits for the layout to settle, which a page that redraws never does)."""
+    import re
+    button = pg.locator(f'button:has-text("{label}")').first.element_handle()
+    for _ in range(50):                       # the status line: the block around its bold status word
+        strong = pg.locator('strong', has_text=re.compile(r'^(idle|running|paused|done|stopped|error)$')).first
+        box = strong.element_handle().evaluate_handle('s => s.parentElement && s.parentElement.parentElement')
+        if box.evaluate('b => b !== null'): break
+    took = pg.evaluate(_CLICK_UNTIL, [button, box, word, timeout_s * 1000])
+    assert took >= 0, f"{label}: the status did not show {word!r} within {timeout_s} s" if took == -1 else took
+    return took
+
+
 @pytest.mark.e2e
 def test_pause_answers_quickly_while_training_saturates_the_cores(app):
     "Pause → status on a paper page while two sessions train (both cores busy); the goal is well under 0.5 s."
@@ -176,12 +198,11 @@ def test_pause_answers_quickly_while_training_saturates_the_cores(app):
             time.sleep(2)
             latencies = []
             for _ in range(5):
-                t1 = time.monotonic(); pg.click('button:has-text("Pause")')
-                pg.wait_for_selector('text=paused', timeout=10000); latencies.append(time.monotonic() - t1)
-                pg.click('button:has-text("Start")'); pg.wait_for_selector('text=running', timeout=10000)
-                time.sleep(0.5)
+                latencies.append(_click_until(pg, 'Pause', 'paused'))
+                _click_until(pg, 'Start', 'running'); time.sleep(0.5)
         finally:
             browser.close()
     median = sorted(latencies)[2]
-    print(f"{name}, two sessions training: Pause click → status {[round(x, 3) for x in latencies]} s, median {median:.3f}")
+    print(f"{name}, two sessions training: Pause click → status {[round(x, 3) for x in latencies]} s, "
+          f"median {median:.3f} s (goal < 0.5 s)")
     assert median < 1.0, latencies
