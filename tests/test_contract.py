@@ -67,8 +67,15 @@ def _check_claims(report, ablate: bool):
         assert report.all_hold, [c.statement for c in report.claims if not c.holds]
 
 
+# Papers whose headline does not reproduce at our scale: their report says "not reproduced" and shows why; the test
+# expects that (strict: if the claims start to hold, the entry must go).
+NOT_REPRODUCED = {'h2dilr': 'H2DiLR stays at chance on the synthetic sEEG while per-subject decoders reach 0.82 '
+                            '(stage 1 keeps little tone; see the notebook\'s calibration log)'}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('name', PAPERS)
+@pytest.mark.parametrize('name', [pytest.param(n, marks=pytest.mark.xfail(reason=NOT_REPRODUCED[n], strict=True))
+                                  if n in NOT_REPRODUCED else n for n in PAPERS])
 def test_quick_claims_hold(name):
     "The quick preset's claims hold on seed 0 (seeds 1 and 2 are calibrated with `iclr25 reproduce --seeds 0-2`)."
     _check_claims(get_paper(name).load().reproduce('quick', seed=0), ablate=False)
