@@ -7,7 +7,7 @@ __all__ = ['log', 'TEMPLATE', 'style', 'figure', 'history_series', 'curves_figur
            'LiveView', 'DemoExperiment', 'demo_render', 'demo_explorer', 'static_figures', 'record', 'frame_ranges',
            'animate', 'replay']
 
-# %% ../nbs/01_live.ipynb #385db403
+# %% ../nbs/01_live.ipynb #2bff2b99
 import concurrent.futures
 import ctypes
 import gc
@@ -26,7 +26,6 @@ from .core import BackgroundTrainer, Experiment
 from .panel_env import panel, plotly_pane
 
 log = logging.getLogger(__name__)
-_panel = panel   # the older private name, still imported by some explorers
 
 # %% ../nbs/01_live.ipynb #0dc6e311
 TEMPLATE = go.layout.Template(layout=dict(
