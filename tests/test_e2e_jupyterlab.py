@@ -75,9 +75,21 @@ def _open(pg, base, path):
     pg.wait_for_selector('.jp-NotebookPanel .cm-content', timeout=30000)
 
 
+def _dismiss_dialogs(pg):
+    "Accept any JupyterLab dialog left open (a kernel chooser, or a notice that the previous kernel went away)."
+    for _ in range(5):
+        dialog = pg.locator('.jp-Dialog')
+        if dialog.count() == 0: return
+        accept = dialog.locator('button.jp-mod-accept')
+        if accept.count(): accept.first.click()
+        else: pg.keyboard.press('Escape')
+        time.sleep(0.3)
+
+
 def _run_first_cell(pg):
     "Click into the first cell and press Control+Enter until it runs (the first key press can be lost)."
     for _ in range(10):
+        _dismiss_dialogs(pg)
         pg.locator('.jp-NotebookPanel .cm-content').first.click()
         pg.keyboard.press('Control+Enter')
         try:
