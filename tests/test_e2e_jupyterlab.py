@@ -138,17 +138,27 @@ def _cell(name):
     pytest.param(n, marks=pytest.mark.xfail(reason=SLOW_IN_JUPYTERLAB[n], strict=False)) if n in SLOW_IN_JUPYTERLAB else n
     for n in PAPERS])
 def test_explorer_live_in_jupyterlab_offline(lab, browser, name):
+    """One paper's explorer in JupyterLab. A case that fails is tried once more in a fresh notebook and kernel: with
+    two cores shared by JupyterLab, chromium and the training thread, a first attempt can lose a click or a patch;
+    the retry is printed, and a second failure fails the test."""
+    try: _explorer_case(lab, browser, name, f'explorer_{name}')
+    except Exception as first:                       # an assertion, or a playwright timeout
+        print(f"{name}: first attempt failed ({type(first).__name__}: {str(first)[:300]}); trying once more")
+        _explorer_case(lab, browser, name, f'explorer_{name}_again')
+
+
+def _explorer_case(lab, browser, name, stem):
     base, root = lab
     pg = browser
-    _write_nb(root / f'explorer_{name}.ipynb', _cell(name))
+    _write_nb(root / f'{stem}.ipynb', _cell(name))
     try:
         t0 = time.monotonic()
-        _open(pg, base, f'explorer_{name}.ipynb')
+        _open(pg, base, f'{stem}.ipynb')
         _run_first_cell(pg)
         pg.wait_for_selector('.jp-OutputArea button:has-text("Start")', timeout=180000)
         pg.wait_for_selector('.jp-OutputArea .js-plotly-plot', timeout=60000)
         shown = time.monotonic() - t0
-        pg.screenshot(path=str(root / f'explorer_{name}.png'))
+        pg.screenshot(path=str(root / f'{stem}.png'))
         errors = [t for t in pg.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"], '
                                         '.jp-OutputArea-output pre:has-text("Traceback")').all_inner_texts()]
         assert not errors, errors[0][-2000:]
