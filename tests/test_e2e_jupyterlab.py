@@ -53,12 +53,18 @@ def browser():
 
 def _api(url, method='GET'):
     req = urllib.request.Request(url, method=method)
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=30) as r:
         body = r.read()
     return json.loads(body) if body else None
 
 
 def _shutdown_kernels(base):
+    "Best effort: a kernel busy training can keep the server from answering for a while; the next case starts anyway."
+    try: _shutdown_all(base)
+    except OSError as e: print(f"kernel shutdown did not finish: {e}")
+
+
+def _shutdown_all(base):
     for s in _api(f'{base}/api/sessions') or []:
         try: _api(f"{base}/api/sessions/{s['id']}", 'DELETE')
         except OSError: pass
