@@ -1071,7 +1071,7 @@ def default_circuits_path() -> Path | None:
         if (r / 'electrical_circuits' / 'v1').is_dir(): return r / 'electrical_circuits' / 'v1'
     return None
 
-# %% ../nbs/21_eign.ipynb #81196ac7
+# %% ../nbs/21_eign.ipynb #d4e832bf
 # claim thresholds, calibrated over seeds 0, 1, 2 of the quick preset (see Results), then frozen
 HEADLINE_THRESHOLD = 1.0     # EIGN / best tuned baseline, all edges: 0.976, 0.958, 0.958 (ablated, seed 0: 1.04)
 CIRCUIT_THRESHOLD = 0.9      # EIGN / best tuned baseline, real circuits: 0.627, 0.804, 0.709 (ablated, seed 0: 0.884)
@@ -1080,13 +1080,6 @@ AGAINST_THRESHOLD = 0.5      # directed edges predicted against the valve, EIGN 
 FLIP_THRESHOLD = 0.1         # line-graph GNN's change under flips (sanity): 0.909, 1.07, 0.968
 REVERSAL_THRESHOLD = 0.5     # EIGN's change when the valves are reversed (sanity): 3.54, 3.44, 2.02
 PAPER_GAIN = 'up to 23.5% lower RMSE than the best baseline on flow simulation (abstract; tables not retrieved)'
-
-
-class _Threads:
-    "Run torch on `n` threads inside the block, restoring the count after."
-    def __init__(self, n: int): self.n = n
-    def __enter__(self): self.before = torch.get_num_threads(); torch.set_num_threads(self.n); return self
-    def __exit__(self, *exc): torch.set_num_threads(self.before)
 
 
 def _best_baseline(metrics: dict, key: str, baselines) -> tuple[str, float]:
@@ -1099,16 +1092,15 @@ def _run(preset: str, seed: int, ablate: bool, data, device) -> dict:
     "Train everything: the grid on the Kirchhoff networks, and on the real circuits where they are found."
     overrides = {'q': 0.0} if ablate else {}
     exp = make_experiment(preset, seed, device, **overrides)
-    with _Threads(1):
-        history = exp.run()
-        ev = exp.evaluate()
-        path = Path(data) if data is not None else default_circuits_path()
-        circuits = None
-        if path is not None:
-            c = exp.config
-            circuits = circuit_benchmark(load_circuits(path), steps=150 if preset == 'quick' else 600, hiddens=c.hiddens,
-                                         lrs=c.lrs, layers=c.layers, q=c.q, q_normalisation=c.q_normalisation, seed=seed,
-                                         device=device)
+    history = exp.run()
+    ev = exp.evaluate()
+    path = Path(data) if data is not None else default_circuits_path()
+    circuits = None
+    if path is not None:
+        c = exp.config
+        circuits = circuit_benchmark(load_circuits(path), steps=150 if preset == 'quick' else 600, hiddens=c.hiddens,
+                                     lrs=c.lrs, layers=c.layers, q=c.q, q_normalisation=c.q_normalisation, seed=seed,
+                                     device=device)
     kirchhoff = {k: {name: ev[f'{name}_{k}'] for name in ('rmse', 'rmse_directed', 'against_valve', 'val_rmse', 'hidden',
                                                          'lr', 'flip_change', 'reversal_change')}
                  for k in exp.config.models}
@@ -1189,7 +1181,7 @@ def _figures(report: Report, run: dict):
 def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=None, device='cpu') -> Report:
     """Train EIGN and the tuned baselines and measure the claims. `data`: the folder of the real circuit JSON files
     (default `default_circuits_path()`); `ablate=True`: EIGN with q = 0."""
-    with Report.run('eign', preset, seed, ablate, device) as report:
+    with Report.run('eign', preset, seed, ablate, device, threads=1) as report:   # small graphs: one thread
         run = _run(preset, seed, ablate, data, device)
         _claims(report, run)
         _figures(report, run)

@@ -726,7 +726,7 @@ class H2DiLRExperiment(Experiment):
 
 make_experiment = H2DiLRExperiment.from_preset
 
-# %% ../nbs/13_h2dilr.ipynb #75f679ae
+# %% ../nbs/13_h2dilr.ipynb #342af54c
 HEADLINE_GAP = 0.05      # H2DiLR - all-shared unified model, test accuracy; seeds 0-2: +0.012, -0.020, -0.016
 PER_SUBJECT_GAP = 0.05   # H2DiLR - per-subject paradigm (note: +8 points); seeds 0-2: -0.465, -0.633, -0.594
 TONE_PROBE_GAP = 0.10    # tone probe on shared codes - on private codes; seeds 0-2: +0.004, -0.027, -0.090
@@ -880,11 +880,8 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     paradigm, shared codes carry tone and not subject. `ablate`: private=False. `data` must be None: the paper's
     recordings are private (train on your own with `load_subject` and `H2DiLR`)."""
     if data is not None: raise ValueError("h2dilr.reproduce has no real-data mode (the paper's data are private)")
-    with Report.run('h2dilr', preset, seed, ablate, device) as report:
-        old = torch.get_num_threads()
-        if str(device).startswith('cpu'): torch.set_num_threads(1)
-        try: r = _run(preset, seed, ablate, device)
-        finally: torch.set_num_threads(old)
+    with Report.run('h2dilr', preset, seed, ablate, device, threads=1) as report:   # small models: one thread
+        r = _run(preset, seed, ablate, device)
         _rows(report, r); _claims(report, r); _figures(report, r)
         report.notes += NOTES
     return report

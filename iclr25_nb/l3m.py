@@ -619,7 +619,7 @@ class L3MExperiment(Experiment):
 
 make_experiment = L3MExperiment.from_preset
 
-# %% ../nbs/26_l3m.ipynb #1ec17ad0
+# %% ../nbs/26_l3m.ipynb #646dfcf6
 # Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
 BANDIT_GAP_MAX = 1e-3        # |H(L3M) - H*| in nats; the barrier's own gap is m * mu_min = 1e-4  (seeds 0-2: 1.0e-4)
 BANDIT_LAM_RTOL = 0.05       # relative error of the implied multiplier against lambda*         (2e-4 on every seed)
@@ -642,29 +642,15 @@ _PAPER_LEN = ("L3Ms satisfy the length constraints (concise and verbose bands) w
 _PAPER_HEUR = ("fixed reward weights need trial and error to meet a target; L3Ms meet it without (paper's text)")
 
 
-def _torch_threads(n: int, device):
-    "Context: `n` intra-op torch threads on CPU (restored afterwards); a no-op on other devices."
-    import contextlib
-
-    @contextlib.contextmanager
-    def cm():
-        old = torch.get_num_threads()
-        if str(device).startswith('cpu'): torch.set_num_threads(n)
-        try: yield
-        finally: torch.set_num_threads(old)
-    return cm()
-
-
 def _run(preset: str, seed: int, ablate: bool, device) -> dict:
     "Both testbeds: the bandit (L3M vs KKT vs scipy) and the tiny LM (every method); barrier off when ablated."
     bandit = CategoricalBandit.default()
     obj = L3MObjective(bandit.task_loss, bandit.constraint, MuSchedule(1.0, 1e-4, steps=9), barrier=not ablate)
     out = {'bandit': bandit, 'kkt': bandit.kkt_solution(), 'scipy': bandit.scipy_solution(),
            'sol': solve_bandit(bandit, obj)}
-    with _torch_threads(1, device):
-        exp = make_experiment(preset, seed, device=device, barrier=not ablate)
-        out.update(exp=exp, hist=exp.run())
-        out['ev'] = exp.evaluate()
+    exp = make_experiment(preset, seed, device=device, barrier=not ablate)
+    out.update(exp=exp, hist=exp.run())
+    out['ev'] = exp.evaluate()
     return out
 
 
@@ -780,7 +766,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     if data is not None:
         raise ValueError("l3m.reproduce has no real-data mode (data must be None): the paper's UltraChat / HH data and "
                          "7B models cannot be had here; the tiny LM trains on a synthetic instruction task")
-    with Report.run('l3m', preset, seed, ablate, device) as report:
+    with Report.run('l3m', preset, seed, ablate, device, threads=1) as report:   # tiny LM: one thread
         r = _run(preset, seed, ablate, device)
         _claims(report, r)
         _rows(report, r)

@@ -770,7 +770,7 @@ NOTES = [
     "are not part of this reproduction.",
 ]
 
-# %% ../nbs/15_netformer.ipynb #9e469b90
+# %% ../nbs/15_netformer.ipynb #56fd0a16
 QUICK_RUNS = {
     'linear_dynamic': dict(system='linear'),
     'linear_dynamic_static': dict(system='linear', attention='static'),
@@ -915,11 +915,8 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     if data is not None:
         raise ValueError("netformer has no real-data reproduction: the paper's mouse recordings are not obtainable "
                          "here; fit NetFormer to your own recording with load_activity and make_windows")
-    with Report.run('netformer', preset, seed, ablate, device) as rep:
-        threads = torch.get_num_threads()
-        if str(device).startswith('cpu'): torch.set_num_threads(1)      # tiny models: one thread is faster
-        try: res = _run(preset, seed, ablate, device)
-        finally: torch.set_num_threads(threads)
+    with Report.run('netformer', preset, seed, ablate, device, threads=1) as rep:   # tiny models: one thread
+        res = _run(preset, seed, ablate, device)
         for name, r in res.items():
             rep.add_row(f'NetFormer · {name}', **{k: r[k] for k in ROW_KEYS if k in r}, seconds=round(r['seconds'], 1))
         _claims(rep, res)

@@ -894,7 +894,7 @@ def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: st
                                  **_aspect(x_hat if target is None else target)), showlegend=False)
     return fig
 
-# %% ../nbs/28_neural_fdm.ipynb #e1e79dc1
+# %% ../nbs/28_neural_fdm.ipynb #29dc9098
 def _time_per_design(fn, x, repeats: int = 3) -> float:
     "Best-of-`repeats` seconds per design of fn(x) on a batch x."
     best = math.inf
@@ -904,13 +904,6 @@ def _time_per_design(fn, x, repeats: int = 3) -> float:
     return best / len(x)
 
 
-@contextlib.contextmanager
-def _one_thread():
-    "Run the many small solves on one CPU thread (threads only add overhead at this size), then restore."
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try: yield
-    finally: torch.set_num_threads(before)
 
 
 def _per_design_loss(exp):
@@ -1046,7 +1039,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     FDM decoder by the fully neural one. `data` is unused (the paper's shapes are generated); `overrides` go to the
     config."""
     if data is not None: raise ValueError("neural_fdm generates its shapes; data must be None")
-    with Report.run('neural_fdm', preset, seed, ablate, device) as report, _one_thread():
+    with Report.run('neural_fdm', preset, seed, ablate, device, threads=1) as report:   # many small solves
         r = _run(preset, seed, ablate, device, overrides)
         _claims(report, r)
         _figures(report, r)

@@ -820,7 +820,7 @@ def null_figure(ev: dict, contrasts: list[str]):
                       xaxis_title='contrast', boxmode='group', scattermode='group')
     return fig
 
-# %% ../nbs/17_topolm.ipynb #000a9ea7
+# %% ../nbs/17_topolm.ipynb #15d27108
 # Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
 RESP_GAP = 0.4           # Moran's I of the response maps, TopoLM - control            (seeds 0-2: 0.576, 0.612, 0.593)
 RESP_NULL_GAP = 0.4      # TopoLM - its random-position null                            (0.602, 0.622, 0.596)
@@ -852,22 +852,12 @@ _CATEGORY_MAPS = (   # (contrast, the paper's result for it)
 )
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int, device):
-    "Run with `n` intra-op torch threads on CPU (restored afterwards); a no-op on other devices."
-    old = torch.get_num_threads()
-    if str(device).startswith('cpu'): torch.set_num_threads(n)
-    try: yield
-    finally: torch.set_num_threads(old)
-
-
 def _run(preset: str, seed: int, ablate: bool, device):
     "Train TopoLM (alpha = 0 when ablated) and its control side by side; (experiment, history, evaluation)."
     overrides = {'alpha': 0.0} if ablate else {}
-    with _torch_threads(1, device):
-        exp = make_experiment(preset, seed, device=device, **overrides)
-        hist = exp.run()
-        return exp, hist, exp.evaluate()
+    exp = make_experiment(preset, seed, device=device, **overrides)
+    hist = exp.run()
+    return exp, hist, exp.evaluate()
 
 
 def _rows(report: Report, ev: dict, c: TopoLMConfig):
@@ -962,7 +952,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     if data is not None:
         raise ValueError("topolm.reproduce has no real-data mode (data must be None); use "
                          "make_experiment(corpus='text', text_path=...) to train on a text file")
-    with Report.run('topolm', preset, seed, ablate, device) as report:
+    with Report.run('topolm', preset, seed, ablate, device, threads=1) as report:   # small LM: one thread
         exp, hist, ev = _run(preset, seed, ablate, device)
         _rows(report, ev, exp.config)
         _claims(report, ev, exp.config)
