@@ -55,9 +55,11 @@ def figure(*data, title: str | None = None, xaxis_title: str | None = None, yaxi
     "A plotly figure of the traces `data` in the `iclr25` template, with its title and axis titles."
     return style(go.Figure(list(data)), title, xaxis_title, yaxis_title, height, **layout)
 
-# %% ../nbs/01_live.ipynb #7f4ccf11
-def history_series(history: list[dict], key: str, max_points: int = 2000) -> tuple[list, list]:
-    "Steps and values of metric `key` from a trainer history, thinned to at most `max_points`."
+# %% ../nbs/01_live.ipynb #e698c8e9
+def history_series(history: list[dict], key: str, max_points: int = 500) -> tuple[list, list]:
+    """Steps and values of metric `key` from a trainer history, thinned to at most `max_points` (about one a pixel
+    of a figure's width: every redraw of a live view sends the whole figure to the browser, so a long run's curves
+    must not grow with it)."""
     pts = [(h['step'], h[key]) for h in history if key in h]
     if len(pts) > max_points: pts = pts[:: -(-len(pts) // max_points)] + [pts[-1]]
     return [p[0] for p in pts], [p[1] for p in pts]

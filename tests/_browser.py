@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -33,9 +34,14 @@ def wait_http(url: str, timeout: float = 90.0, proc=None):
 
 @contextlib.contextmanager
 def server(cmd: list[str], url: str, cwd=None, env=None, timeout: float = 90.0):
-    "Start `cmd`, wait until `url` answers, yield (process, seconds to first answer); terminate it afterwards."
-    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    """Start `cmd`, wait until `url` answers, yield (process, seconds to first answer); terminate it afterwards.
+    The server's output goes to a file, `proc.log` (its path): a pipe nobody reads fills after 64 KiB of log and then
+    blocks the server in its next write (a JupyterLab server stopped answering that way half-way through a run)."""
+    log = Path(tempfile.mkdtemp(prefix='iclr25-server-')) / 'server.log'
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=out,
+                                stderr=subprocess.STDOUT, text=True)
+    proc.log = log
     try:
         yield proc, wait_http(url, timeout, proc)
     finally:

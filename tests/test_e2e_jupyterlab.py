@@ -40,9 +40,10 @@ def lab(tmp_path_factory):
     cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.token=',
            '--ServerApp.password=', '--ServerApp.ip=127.0.0.1', f'--port={port}', f'--ServerApp.root_dir={root}',
            '--LabApp.news_url=', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
-           '--KernelManager.autorestart=False']            # a kernel killed between cases stays dead
+           '--KernelManager.autorestart=False',             # a kernel killed between cases stays dead
+           '--ServerApp.disable_check_xsrf=True']           # the API's DELETE calls below carry no xsrf cookie
     with server(cmd, f'http://127.0.0.1:{port}/api', cwd=root, timeout=120) as (proc, startup):
-        print(f"JupyterLab answered after {startup:.1f} s")
+        print(f"JupyterLab answered after {startup:.1f} s; its log: {proc.log}")
         yield f'http://127.0.0.1:{port}', root, proc
 
 

@@ -1,0 +1,221 @@
+"Fengbo: Cl(3,0) axioms, Clifford layers (delta kernels, FFT round trip, covariance, peer cross-check), potential flow."
+import numpy as np
+import pytest
+import torch
+
+from iclr25_nb.fengbo import (BLADES, CAYLEY, CliffordConv3d, CliffordGroupNorm3d, CliffordSpectralConv3d, Fengbo,
+                              RealCNNFNO, clifford_fft, clifford_ifft, count_parameters, covariance_error, dual,
+                              ellipsoid_flow, embed_grade, fibonacci_sphere, geometric_product, grade,
+                              make_ellipsoid_dataset, make_experiment, multivector_kernel, random_rotation, reverse,
+                              rotate_field, sphere_flow, versor_matrix, voxelize)
+
+E = torch.eye(8, dtype=torch.float64)
+
+
+def mv(name):
+    return E[BLADES.index(name)]
+
+
+def test_basis_vectors_square_to_one_and_anticommute():
+    for i in ('e1', 'e2', 'e3'):
+        torch.testing.assert_close(geometric_product(mv(i), mv(i)), mv('1'))
+    for i, j in (('e1', 'e2'), ('e1', 'e3'), ('e2', 'e3')):
+        torch.testing.assert_close(geometric_product(mv(i), mv(j)), -geometric_product(mv(j), mv(i)))
+        torch.testing.assert_close(geometric_product(mv(i), mv(j)), mv(i + j[1]))
+
+
+def test_pseudoscalar_squares_to_minus_one_and_is_central():
+    I = mv('e123')
+    torch.testing.assert_close(geometric_product(I, I), -mv('1'))
+    x = torch.randn(20, 8, dtype=torch.float64)
+    torch.testing.assert_close(geometric_product(I.expand_as(x), x), geometric_product(x, I.expand_as(x)))
+
+
+def test_associativity_and_distributivity():
+    g = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(50, 8, dtype=torch.float64, generator=g) for _ in range(3))
+    ab_c = geometric_product(geometric_product(a, b), c)
+    torch.testing.assert_close(ab_c, geometric_product(a, geometric_product(b, c)), atol=1e-12, rtol=0)
+    torch.testing.assert_close(geometric_product(a, b + c), geometric_product(a, b) + geometric_product(a, c))
+
+
+def test_reverse_and_dual_identities():
+    g = torch.Generator().manual_seed(1)
+    a, b = (torch.randn(30, 8, dtype=torch.float64, generator=g) for _ in range(2))
+    torch.testing.assert_close(reverse(geometric_product(a, b)), geometric_product(reverse(b), reverse(a)))
+    v = embed_grade(torch.randn(30, 3, dtype=torch.float64, generator=g), 1)
+    torch.testing.assert_close(dual(dual(v)), -v)
+    torch.testing.assert_close(dual(mv('e1')), -mv('e23'))          # convention x* = x I^-1
+    assert torch.all(grade(dual(v), 2) == dual(v))                   # vectors -> bivectors
+    for k in range(4):
+        x = torch.randn(5, 8, dtype=torch.float64, generator=g)
+        torch.testing.assert_close(grade(grade(x, k), k), grade(x, k))
+    # the norm of a vector is its geometric square: v v~ = |v|^2
+    torch.testing.assert_close(geometric_product(v, reverse(v))[:, 0], (v ** 2).sum(1))
+
+
+def test_versor_matrix_is_an_algebra_automorphism():
+    R = random_rotation(np.random.default_rng(0))
+    V = versor_matrix(R)
+    g = torch.Generator().manual_seed(2)
+    a, b = (torch.randn(20, 8, dtype=torch.float64, generator=g) for _ in range(2))
+    torch.testing.assert_close(geometric_product(a, b) @ V.T, geometric_product(a @ V.T, b @ V.T))
+
+
+def test_conv_with_a_delta_kernel_is_the_pointwise_product():
+    torch.manual_seed(0)
+    conv = CliffordConv3d(1, 1, 3, bias=False).double()
+    with torch.no_grad():
+        conv.weight.zero_()
+        w = torch.randn(8, dtype=torch.float64)
+        conv.weight[:, 0, 0, 1, 1, 1] = w                            # delta at the kernel centre
+    x = torch.randn(2, 1, 5, 5, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(conv(x), geometric_product(x, w.expand_as(x)))   # x w: input left, weight right
+
+
+def test_blade_product_is_channelwise():
+    w = torch.randn(8, 1, 1, dtype=torch.float64)
+    K = multivector_kernel(w, 'blade')
+    torch.testing.assert_close(K, torch.diag(w[:, 0, 0]))
+
+
+def test_clifford_fft_round_trip_and_low_pass_identity():
+    x = torch.randn(2, 3, 8, 8, 8, 8, dtype=torch.float64)
+    torch.testing.assert_close(clifford_ifft(clifford_fft(x)), x)
+    spec = CliffordSpectralConv3d(1, 1, modes=4).double()
+    with torch.no_grad():
+        spec.weight.zero_(); spec.weight[0] = 1                      # scalar weight 1 on every mode, modes = M/2
+    x = torch.randn(2, 1, 8, 8, 8, 8, dtype=torch.float64)
+    torch.testing.assert_close(spec(x), x)
+
+
+def test_conv_translation_covariance():
+    torch.manual_seed(3)
+    conv = CliffordConv3d(2, 3, 3, padding=0).double()
+    x = torch.randn(1, 2, 9, 9, 9, 8, dtype=torch.float64)
+    shifted = torch.roll(x, 2, dims=2)
+    torch.testing.assert_close(conv(shifted)[:, :, 2:], conv(x)[:, :, :-2])
+
+
+def test_conv_rotation_covariance_and_the_blade_control():
+    torch.manual_seed(4)
+    conv = CliffordConv3d(2, 2, 3).double()
+    x = torch.randn(1, 2, 6, 6, 6, 8, dtype=torch.float64)
+    assert covariance_error(conv, x) < 1e-12
+    assert covariance_error(conv, x, product='blade') > 0.1
+    M = 6
+    g = torch.linspace(-1, 1, M, dtype=torch.float64)
+    pos = embed_grade(torch.stack(torch.meshgrid(g, g, g, indexing='ij'), -1), 1)
+    torch.testing.assert_close(rotate_field(pos), pos)                # f(r) = r is invariant
+
+
+def test_group_norm_whitens():
+    norm = CliffordGroupNorm3d(2).double()
+    x = torch.randn(2, 2, 4, 4, 4, 8, dtype=torch.float64) @ torch.randn(8, 8, dtype=torch.float64)
+    y = norm(x).reshape(2, -1, 8)
+    cov = y.transpose(1, 2) @ y / y.shape[1]
+    torch.testing.assert_close(cov, torch.eye(8, dtype=torch.float64).expand(2, 8, 8), atol=1e-3, rtol=0)
+
+
+def test_cliffordlayers_cross_check():
+    cl = pytest.importorskip('cliffordlayers')
+    from cliffordlayers.nn.modules.cliffordconv import CliffordConv3d as PeerConv
+    from cliffordlayers.nn.modules.cliffordfourier import CliffordSpectralConv3d as PeerSpec
+    torch.manual_seed(5)
+    ours = CliffordConv3d(2, 3, 3, padding=1)
+    peer = PeerConv(g=[1, 1, 1], in_channels=2, out_channels=3, kernel_size=3, padding=1)
+    with torch.no_grad():
+        for n, w in enumerate(peer.weight): w.copy_(ours.weight[n])
+        peer.bias.copy_(ours.bias)
+    x = torch.randn(2, 2, 6, 6, 6, 8)
+    torch.testing.assert_close(ours(x), peer(x), atol=1e-5, rtol=1e-5)
+    spec, pspec = CliffordSpectralConv3d(2, 2, 2), PeerSpec([1, 1, 1], 2, 2, 2, 2, 2)
+    with torch.no_grad(): pspec.weights.copy_(spec.weight)
+    diff = clifford_fft(spec(x) - pspec(x))                           # the peer copies a wrong block into one corner
+    diff[:, :, -2:, :2, -2:] = 0
+    assert diff.abs().max() < 1e-4
+
+
+def test_masking_and_grades_of_the_outputs():
+    d = make_ellipsoid_dataset(2, grid=8, seed=0, surface_points=300)
+    model = Fengbo(**{**Fengbo.config('small'), 'modes': 2})
+    p, u = model(d['x_p'], d['x_u'], d['mask_s'], d['mask_u'])
+    assert p.shape == (2, 8, 8, 8) and u.shape == (2, 8, 8, 8, 3)
+    assert torch.all(p[d['mask_s'] == 0] == 0) and torch.all(u[d['mask_u'] == 0] == 0)
+
+
+def test_parameter_counts():
+    cfg = Fengbo.config('paper')
+    n = count_parameters(cfg)
+    spectral = 2 * 8 * 25 * 25 * 16 ** 3
+    assert spectral == 40_960_000 and 40.5e6 <= n <= 43e6 and n - spectral < 0.1e6
+    small = Fengbo(**Fengbo.config('small'))
+    assert count_parameters(small) == count_parameters(Fengbo.config('small'))
+    real = RealCNNFNO.matching(count_parameters(small), **Fengbo.config('small'))
+    assert 0.9 < count_parameters(real) / count_parameters(small) < 1.1
+
+
+def test_ellipsoid_with_equal_axes_is_the_sphere():
+    rng = np.random.default_rng(0)
+    P = rng.normal(size=(400, 3))
+    P *= rng.uniform(0.31, 3, (400, 1)) / np.linalg.norm(P, axis=1, keepdims=True)
+    e, s = ellipsoid_flow(P, [0.3] * 3, random_rotation(rng)), sphere_flow(P, 0.3)
+    np.testing.assert_allclose(e['u'], s['u'], atol=1e-10)
+    np.testing.assert_allclose(e['phi'], s['phi'], atol=1e-10)
+    t = fibonacci_sphere(200)
+    cp = sphere_flow(0.3 * t, 0.3)['cp']
+    np.testing.assert_allclose(cp, 1 - 9 / 4 * (1 - t[:, 0] ** 2), atol=1e-12)   # 1 - 9/4 sin^2 theta
+
+
+def test_ellipsoid_boundary_condition_incompressibility_far_field_and_gradient():
+    rng = np.random.default_rng(1)
+    a, R = np.array([0.5, 0.3, 0.2]), random_rotation(rng)
+    s = fibonacci_sphere(300)
+    xs = (s * a * (1 + 1e-10)) @ R.T
+    n = (s / a) @ R.T; n /= np.linalg.norm(n, axis=1, keepdims=True)
+    f = ellipsoid_flow(xs, a, R)
+    assert np.abs((f['u'] * n).sum(1)).max() < 1e-7                  # no penetration
+    assert f['cp'].max() <= 1 + 1e-12
+    X = rng.uniform(-1.5, 1.5, (300, 3))
+    X = X[ellipsoid_flow(X, a * 1.2, R)['inside'] == False]          # well outside the body
+    h = 1e-4
+    div = sum((ellipsoid_flow(X + h * np.eye(3)[i], a, R)['u'][:, i] - ellipsoid_flow(X - h * np.eye(3)[i], a, R)['u'][:, i])
+              / (2 * h) for i in range(3))
+    assert np.abs(div).max() < 1e-4
+    hp = 1e-6
+    grad = np.stack([(ellipsoid_flow(X + hp * np.eye(3)[i], a, R)['phi'] - ellipsoid_flow(X - hp * np.eye(3)[i], a, R)['phi'])
+                     / (2 * hp) for i in range(3)], 1)
+    np.testing.assert_allclose(grad, ellipsoid_flow(X, a, R)['u'], atol=1e-7)
+    far = fibonacci_sphere(50) * 10
+    assert np.abs(ellipsoid_flow(far, a, R)['u'] - [1, 0, 0]).max() < 1e-3
+    aligned = ellipsoid_flow(xs @ R, a)['cp']                         # fore-aft symmetry of an aligned ellipsoid
+    np.testing.assert_allclose(aligned, ellipsoid_flow(-(xs @ R), a)['cp'], atol=1e-9)
+
+
+def test_voxelize_keeps_points_in_their_voxels():
+    P = np.random.default_rng(2).uniform(-1, 1, (500, 3))
+    vox, keep = voxelize(P, 8)
+    idx = np.floor((P[keep] + 1) * 7 / 2).astype(int)
+    np.testing.assert_array_equal((idx[:, 0] * 8 + idx[:, 1]) * 8 + idx[:, 2], vox)
+    assert len(np.unique(vox)) == len(vox) <= len(P)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match='points'):
+        ellipsoid_flow(np.zeros((4, 2)), [1, 1, 1])
+    with pytest.raises(ValueError, match='axes'):
+        ellipsoid_flow(np.ones((4, 3)), [1, -1, 1])
+    with pytest.raises(ValueError, match='rotation'):
+        ellipsoid_flow(np.ones((4, 3)), [1, 1, 1], np.ones((3, 3)))
+    with pytest.raises(ValueError, match='multivector'):
+        CliffordConv3d(2, 2)(torch.zeros(1, 3, 4, 4, 4, 8))
+    with pytest.raises(ValueError, match='modes'):
+        CliffordSpectralConv3d(1, 1, 5)(torch.zeros(1, 1, 8, 8, 8, 8))
+    with pytest.raises(ValueError, match='product'):
+        CliffordConv3d(1, 1, product='octonion')
+    with pytest.raises(ValueError, match='unknown'):
+        Fengbo.config('huge')
+    with pytest.raises(ValueError, match='batch'):
+        make_experiment(n_train=2, batch=4)
+    with pytest.raises(ValueError, match='aspect'):
+        make_ellipsoid_dataset(2, 8, aspect=(2.0, 1.0))

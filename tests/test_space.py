@@ -1,0 +1,229 @@
+"SPACE: every generator's answer against an independent solver, scoring on hand-made cases, determinism, parsing."
+import http.server
+import json
+import math
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from iclr25_nb.space import (ACTIONS, CSWM_MAX_STEPS, JLO_ANGLES, NAV_TASKS, PRESENTATIONS, QA_TASKS, TASKS,
+                             CallableAgent, CSWMGame, CSWMIdAgent, CSWMLocationAgent, GridNav, Item, MapAgent,
+                             OpenAIClient, OracleAgent, RandomAgent, ReplayAgent, egocentric_angle, evaluate, generate,
+                             local_view, make_experiment, parse_json_answer, path_efficiency, qa_accuracy, run_episode,
+                             same_shape, score, spatial_addition, textmap)
+
+
+def _angle(at, facing, target) -> float:
+    "Independent egocentric angle: the argument of (target - at) / (facing - at) as complex numbers."
+    c = lambda p: complex(p[0], p[1])
+    return math.degrees(np.angle((c(target) - c(at)) / (c(facing) - c(at))))
+
+
+def _circ(a, b) -> float: return abs((a - b + 180) % 360 - 180)
+
+
+def test_mrt_against_scipy_rotation_group():
+    Rotation = pytest.importorskip('scipy.spatial.transform').Rotation
+    mats = np.rint(Rotation.create_group('O').as_matrix()).astype(int)
+    canon = lambda c: tuple(sorted(map(tuple, (np.asarray(c) - np.min(c, 0)).tolist())))
+    for it in generate('mrt', 25, seed=1):
+        ref = np.array(it.meta['reference'])
+        hits = [any(canon(ref @ R.T) == canon(o) for R in mats) for o in it.options]
+        assert hits.index(True) == it.answer and sum(hits) == 1          # the mirrors are non-superimposable
+        assert not any(canon(ref @ R.T) == canon(ref * [-1, 1, 1]) for R in mats)   # the object is chiral
+
+
+def test_ptt_answer_and_invariances():
+    for it in generate('ptt', 40, seed=2):
+        m = it.meta; p = np.array(m['points'])
+        theta = _angle(p[m['at']], p[m['facing']], p[m['target']])
+        assert _circ(it.options[it.answer], theta) <= 0.5
+        assert all(_circ(it.options[it.answer], o) >= 40 for k, o in enumerate(it.options) if k != it.answer)
+        a = 0.7; R = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+        q = p @ R.T + [3.0, -5.0]                                      # rotation + translation: same angle
+        assert _circ(egocentric_angle(q[m['at']], q[m['facing']], q[m['target']]), theta) < 1e-9
+        f = p * [-1, 1]                                                # a mirror negates it
+        assert _circ(egocentric_angle(f[m['at']], f[m['facing']], f[m['target']]), -theta) < 1e-9
+        # swapping the facing and the target object negates the angle
+        assert _circ(egocentric_angle(p[m['at']], p[m['target']], p[m['facing']]), -theta) < 1e-9
+
+
+def test_jlo_wlt_sadd_satt_cbtt_against_independent_solvers():
+    for it in generate('jlo', 20, seed=3):
+        probes = it.meta['probes']
+        rays = [int(np.argmin([_circ(2 * (math.degrees(math.atan2(q[1] - p[1], q[0] - p[0])) % 180), 2 * t)
+                                for t in JLO_ANGLES])) + 1 for p, q in probes]
+        assert it.options[it.answer] == rays
+    for it in generate('wlt', 10, 'image', seed=4):
+        w = it.image.shape[1] // 4
+        panel = it.image[:, it.answer * w:(it.answer + 1) * w].astype(int)
+        rows, cols = np.nonzero((panel[..., 2] > 200) & (panel[..., 0] < 60) & (panel[..., 1] < 60))
+        assert np.ptp(rows) <= 2 and np.ptp(cols) >= 20                   # the correct water line is horizontal
+    for it in generate('sadd', 20, seed=5):
+        a, b = np.array(it.meta['a']), np.array(it.meta['b'])
+        want = [['W' if (x == 'B' and y == 'B') else 'B' if 'B' in (x, y) else '0' for x, y in zip(ra, rb)]
+                for ra, rb in zip(a, b)]
+        assert it.options[it.answer] == want and sum(o == want for o in it.options) == 1
+    for it in generate('satt', 20, seed=6):
+        assert it.options[it.answer] == Counter(np.ravel(it.meta['grid']))[it.meta['target']]
+    for it in generate('cbtt', 20, seed=7):
+        seq = []
+        for f in it.meta['frames']:
+            (r, c), = [(r, c) for r, row in enumerate(f) for c, v in enumerate(row) if v == 'X']
+            seq.append(int(it.meta['numbered'][r][c]))
+        assert it.options[it.answer] == seq
+
+
+def test_spatial_addition_rule_table():
+    for x in ('0', 'B', 'R'):
+        for y in ('0', 'B', 'R'):
+            blues = (x == 'B') + (y == 'B')
+            assert spatial_addition([[x]], [[y]])[0, 0] == {2: 'W', 1: 'B', 0: '0'}[blues]
+
+
+def test_large_scale_questions_against_independent_geometry():
+    for it in generate('dir', 15, seed=8):
+        lm = it.meta['landmarks']; a, b, c = it.meta['query']
+        xy = lambda n: (lm[n][1], -lm[n][0])
+        assert _circ(it.options[it.answer], _angle(xy(a), xy(b), xy(c))) <= 0.5
+    for it in generate('dist', 15, seed=9):
+        lm = it.meta['landmarks']; a, b = it.meta['query']
+        assert abs(it.options[it.answer] - math.hypot(lm[a][0] - lm[b][0], lm[a][1] - lm[b][1])) <= 0.05
+    for it in generate('msk', 10, seed=10):
+        sketch = [['.'] * len(it.meta['grid'][0]) for _ in it.meta['grid']]
+        for n, (r, c) in it.meta['landmarks'].items(): sketch[r][c] = n
+        assert it.options[it.answer] == sketch
+
+
+def test_mazes_and_maps_against_networkx():
+    nx = pytest.importorskip('networkx')
+    def graph(grid):
+        g = nx.grid_2d_graph(*np.shape(grid))
+        g.remove_nodes_from([tuple(p) for p in np.argwhere(np.asarray(grid) == 0)])
+        return g
+    for it in generate('mct', 10, seed=11):
+        g = graph(it.meta['grid'])
+        assert nx.is_tree(g)                                            # a perfect maze
+        assert len(it.answer['path']) - 1 == nx.shortest_path_length(g, tuple(it.meta['start']), tuple(it.meta['goal']))
+    for task in ('route', 'shortcut'):
+        for it in generate(task, 8, seed=12):
+            g = graph(it.meta['grid'])
+            L = nx.shortest_path_length(g, tuple(it.meta['start']), tuple(it.meta['goal']))
+            assert len(it.answer['path']) - 1 == L
+            tm = textmap({'grid': np.array(it.meta['grid']), 'landmarks': it.meta['landmarks']})
+            assert it.meta['walkthrough']['views'][0] == local_view(tm, it.meta['start']).tolist()
+            if task == 'shortcut': assert it.meta['walk_length'] >= 1.3 * L
+
+
+def test_cswm_rules():
+    for it in generate('cswm', 10, seed=13):
+        n = len(it.answer)
+        game = CSWMGame(it, seed=0); obs = game.reset()
+        assert game.max_steps == CSWM_MAX_STEPS[n]
+        used, rng = set(), np.random.default_rng(0)
+        for _ in range(game.max_steps):
+            assert sorted(obs['boxes']) == list(range(1, n + 1))          # the relabelling is a bijection
+            assert sorted(map(tuple, obs['boxes'].values())) == sorted(map(tuple, it.meta['boxes']))
+            obs, done = game.step(int(rng.integers(1, n + 1)))
+            if obs['found'] is not None:
+                assert obs['found'] not in used; used.add(obs['found'])   # a treasure never reappears in a used box
+            if done: break
+        assert game.steps <= game.max_steps
+    res = evaluate(CSWMLocationAgent(), ('cswm',), n=30, seed=1)['cswm']['success']
+    assert res == 100.0                                                # the caps leave room for the optimal search
+
+
+def test_scoring_hand_cases():
+    grid = np.ones((3, 3), int); grid[1, 1] = 0
+    gt = [(0, 0), (0, 1), (0, 2)]
+    assert path_efficiency(gt, gt, grid) == {'valid_path': 1.0, 'success': 1.0, 'spl': 1.0}
+    assert path_efficiency(gt, gt, grid, issued_stop=False)['spl'] == 0.0
+    assert path_efficiency(gt, [(0, 0), (0, 1), (1, 1), (0, 2)], grid)['success'] == 0.0   # cut at the wall
+    assert path_efficiency(gt, [(0, 0), (0, 1), (0, 2), (0, 3)], grid)['success'] == 1.0   # cut at the edge
+    assert path_efficiency(gt, [(0, 0), (0, 1)], grid, dist_thresh=1.5)['success'] == 1.0
+    assert path_efficiency(gt, [(0, 0), (0, 1)], grid, dist_thresh=0.0)['success'] == 0.0
+    assert path_efficiency(gt, [], grid)['spl'] == 0.0
+    spl = path_efficiency(gt, [(0, 0), (0, 1), (0, 0), (0, 1), (0, 2)], grid)['spl']
+    assert spl == pytest.approx(2 / 4)                                 # a detour of length d: L / (L + d)
+    items = generate('satt', 4, seed=0)
+    assert qa_accuracy(items, [it.answer for it in items]) == 100.0
+    assert score('satt', items, ['{"answer": %d}' % ((it.answer + 1) % 4) for it in items])['accuracy'] == 0.0
+    with pytest.raises(ValueError, match='replies'): qa_accuracy(items, [])
+
+
+@pytest.mark.parametrize('text, want', [
+    ('{"answer": 2}', 2), ('{"answer": "3"}', 3), ('reasoning {"answer": 1} final {"answer": 0}', 0),
+    ('```json\n{"answer": 1}\n```', 1), ('{"answer": "left"}', 'left'), ('{"answer": [1, 2]}', [1, 2]),
+    ('{"answer": 2.0}', 2), ('{"answer": 1', None), ('answer: 2', None), ('{"other": 1}', 1),
+    ('{"a": 1, "b": 2}', None), ('{"answer": null}', None), ('{"answer": 1} {broken', 1),
+    ('{"answer": 1} {not json}', None), ('{"answer": {"x": 1}}', None), ('', None), (None, None), (42, None),
+    ('{"answer": 1}}', 1), ('[1, 2]', None)])
+def test_parse_malformed_answers(text, want):
+    assert parse_json_answer(text) == want
+
+
+def test_determinism_by_seed():
+    for task in TASKS:
+        for pres in PRESENTATIONS[task]:
+            if pres == 'image' and task in ('dir', 'dist', 'msk', 'route', 'shortcut'): continue   # slow renders
+            a, b = generate(task, 2, pres, seed=5), generate(task, 2, pres, seed=5)
+            assert [x.prompt for x in a] == [x.prompt for x in b] and [str(x.answer) for x in a] == [str(x.answer) for x in b]
+            if a[0].image is not None: assert (a[0].image == b[0].image).all()
+
+
+def test_random_agent_at_chance_and_ablation():
+    items = generate('ptt', 600, seed=3)
+    acc = qa_accuracy(items, [RandomAgent(1).answer(it) for it in items])
+    assert abs(acc - 25.0) <= 3.5 * 100 * math.sqrt(0.25 * 0.75 / 600)         # binomial, 3.5 sigma
+    wrong = generate('ptt', 600, seed=3, label_seed=4)
+    acc = qa_accuracy(wrong, [OracleAgent().answer(it) for it in wrong])
+    assert abs(acc - 25.0) <= 3.5 * 100 * math.sqrt(0.25 * 0.75 / 600)         # the ablation: oracle at chance
+
+
+def test_navigation_agents():
+    it = generate('route', 1, seed=4)[0]
+    assert run_episode(it, ReplayAgent())['spl'] == 1.0
+    assert run_episode(it, MapAgent())['spl'] == 1.0
+    assert run_episode(it, CallableAgent(lambda messages: 'no json'))['success'] == 0.0    # unparsable = 'up'
+    with pytest.raises(ValueError, match='GridNav'): GridNav(generate('ptt', 1)[0])
+    res = evaluate(CSWMIdAgent(), ('cswm',), n=40, seed=2)['cswm']['success']
+    assert res < 80
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match='unknown task'): generate('nope', 1)
+    with pytest.raises(ValueError, match='presentation'): generate('mrt', 1, 'image')
+    with pytest.raises(ValueError, match='non-negative'): generate('ptt', -1)
+    with pytest.raises(ValueError, match='boxes'): generate('cswm', 1, boxes=9)
+    with pytest.raises(ValueError, match='unknown task'): score('nope', [], [])
+    with pytest.raises(ValueError): make_experiment('quick', lr=-1.0)
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    replies = []
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+        _Stub.replies.append(body)
+        out = (json.dumps({'choices': [{'message': {'content': '{"answer": 0}'}}]}) if body['model'] == 'ok'
+               else json.dumps({'error': 'nope'})).encode()
+        self.send_response(200); self.send_header('Content-Type', 'application/json'); self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a): pass
+
+
+def test_openai_client_against_a_local_stub():
+    srv = http.server.HTTPServer(('127.0.0.1', 0), _Stub)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f'http://127.0.0.1:{srv.server_port}/v1'
+        agent = CallableAgent(OpenAIClient(url, 'ok'))
+        items = generate('ptt', 3, 'image', seed=0)
+        assert [parse_json_answer(agent.answer(it)) for it in items] == [0, 0, 0]
+        content = _Stub.replies[-1]['messages'][0]['content']
+        assert content[1]['image_url']['url'].startswith('data:image/png;base64,')     # images travel as data URLs
+        with pytest.raises(ValueError, match='chat-completions'): OpenAIClient(url, 'bad')([{'role': 'user',
+                                                                                           'content': 'hi'}])
+    finally:
+        srv.shutdown()
