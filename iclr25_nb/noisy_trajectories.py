@@ -838,7 +838,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
             f"Signal scale = root total variance of the output-only motor system = {r['scale']:.3g}."]
     return rep
 
-# %% ../nbs/14_noisy_trajectories.ipynb #2cdeb770
+# %% ../nbs/14_noisy_trajectories.ipynb #6a974d76
 def _ellipse(c: np.ndarray, S: np.ndarray, n: int = 40):
     "Points of the 2σ ellipse of a 2-D Gaussian with centre c and covariance S."
     th = np.linspace(0, 2 * np.pi, n)
@@ -884,10 +884,11 @@ def render(snap: dict, history: list, t: int = -1) -> dict:
 def explorer(autostart: bool = False, **config):
     """Live view of causal OT between two noisy systems: the system (motor ρ mix, planning, diffusion), ρ, noise, K,
     α, T, N and restarts start a **New run**; the time slider only redraws; the action restarts the alternation from
-    a random Q. `config`: other `NoisyTrajectoriesConfig` fields (default `delay=0.05`)."""
+    a random Q. `config`: other `NoisyTrajectoriesConfig` fields (default `delay=0.4`: the alternation converges
+    in a few dozen steps, and a slower pace lets the eye follow Q settle)."""
     from iclr25_nb.live import LiveView, panel
     pn = panel()
-    config = {'delay': 0.05, **config}
+    config = {'delay': 0.4, **config}
     controls = {'system': pn.widgets.Select(label='system (motor: ρ-mix vs output only; planning; diffusion: SDE vs ODE)',
                                             options=['motor', 'planning', 'diffusion'], value='motor'),
                 'rho': pn.widgets.FloatSlider(label='ρ: noise propagated through dynamics', start=0.0, end=1.0, step=0.05, value=1.0),

@@ -206,7 +206,8 @@ def _explorer_case(lab, browser, name, stem):
         s1 = _status(pg); time.sleep(1.5); s2 = _status(pg)
         print(f"{name}: explorer shown {shown:.1f} s after opening, first figure change {changed:.1f} s later, "
               f"Pause → 'paused' {latency * 1000:.0f} ms, step {s0[1]} → {s1[1]} → {s2[1]}")
-        assert s1 == s2 and s1[0] == 'paused' and s1[1] - s0[1] <= 1, (s0, s1, s2)
+        # paused throughout, and at most the step in flight finished (a slow step may land between s1 and s2)
+        assert s0[0] == s1[0] == s2[0] == 'paused' and s2[1] - s0[1] <= 1, (s0, s1, s2)
         assert pg.blocked == [], pg.blocked
         errors = [e for e in pg.errors if not any(bug in e for bug in KNOWN_PANEL_BUGS)]
         assert errors == [], errors
