@@ -231,7 +231,7 @@ def test_loader_rejects_malformed_files(tmp_path):
     with pytest.raises(ValueError, match='x.h5'): bc.load_whisker_file(tmp_path / 'x.h5')
 
 
-def test_norse_free_cross_check_with_snntorch_lif():
+def test_alif_without_adaptation_matches_snntorch_leaky():
     "With adaptation off (beta = 0) our ALIF is a LIF with subtractive reset; compare with snntorch's Leaky."
     snn = pytest.importorskip('snntorch')
     torch.manual_seed(0)

@@ -6,8 +6,9 @@ import torch
 from iclr25_nb.fengbo import (BLADES, CAYLEY, CliffordConv3d, CliffordGroupNorm3d, CliffordSpectralConv3d, Fengbo,
                               RealCNNFNO, clifford_fft, clifford_ifft, count_parameters, covariance_error, dual,
                               ellipsoid_flow, embed_grade, fibonacci_sphere, geometric_product, grade,
-                              make_ellipsoid_dataset, make_experiment, multivector_kernel, random_rotation, reverse,
-                              rotate_field, sphere_flow, versor_matrix, voxelize)
+                              make_ellipsoid_dataset, make_experiment, multivector_kernel, random_rotation,
+                              rankine_flow, rankine_half_length, reverse, rotate_field, sphere_flow,
+                              versor_matrix, voxelize)
 
 E = torch.eye(8, dtype=torch.float64)
 
@@ -111,7 +112,10 @@ def test_conv_rotation_covariance_and_the_blade_control():
 
 def test_group_norm_whitens():
     norm = CliffordGroupNorm3d(2).double()
-    x = torch.randn(2, 2, 4, 4, 4, 8, dtype=torch.float64) @ torch.randn(8, 8, dtype=torch.float64)
+    torch.manual_seed(0)
+    scales = torch.diag(torch.linspace(0.5, 2, 8, dtype=torch.float64))
+    mix = scales @ torch.linalg.qr(torch.randn(8, 8, dtype=torch.float64))[0]
+    x = torch.randn(2, 2, 4, 4, 4, 8, dtype=torch.float64) @ mix
     y = norm(x).reshape(2, -1, 8)
     cov = y.transpose(1, 2) @ y / y.shape[1]
     torch.testing.assert_close(cov, torch.eye(8, dtype=torch.float64).expand(2, 8, 8), atol=1e-3, rtol=0)
@@ -177,19 +181,38 @@ def test_ellipsoid_boundary_condition_incompressibility_far_field_and_gradient()
     assert np.abs((f['u'] * n).sum(1)).max() < 1e-7                  # no penetration
     assert f['cp'].max() <= 1 + 1e-12
     X = rng.uniform(-1.5, 1.5, (300, 3))
-    X = X[ellipsoid_flow(X, a * 1.2, R)['inside'] == False]          # well outside the body
+    X = X[~ellipsoid_flow(X, a * 1.2, R)['inside']]                  # well outside the body
     h = 1e-4
-    div = sum((ellipsoid_flow(X + h * np.eye(3)[i], a, R)['u'][:, i] - ellipsoid_flow(X - h * np.eye(3)[i], a, R)['u'][:, i])
-              / (2 * h) for i in range(3))
+    u_at = lambda Y: ellipsoid_flow(Y, a, R)['u']
+    div = sum((u_at(X + h * np.eye(3)[i])[:, i] - u_at(X - h * np.eye(3)[i])[:, i]) / (2 * h) for i in range(3))
     assert np.abs(div).max() < 1e-4
     hp = 1e-6
-    grad = np.stack([(ellipsoid_flow(X + hp * np.eye(3)[i], a, R)['phi'] - ellipsoid_flow(X - hp * np.eye(3)[i], a, R)['phi'])
-                     / (2 * hp) for i in range(3)], 1)
+    phi_at = lambda Y: ellipsoid_flow(Y, a, R)['phi']
+    grad = np.stack([(phi_at(X + hp * np.eye(3)[i]) - phi_at(X - hp * np.eye(3)[i])) / (2 * hp) for i in range(3)], 1)
     np.testing.assert_allclose(grad, ellipsoid_flow(X, a, R)['u'], atol=1e-7)
     far = fibonacci_sphere(50) * 10
     assert np.abs(ellipsoid_flow(far, a, R)['u'] - [1, 0, 0]).max() < 1e-3
     aligned = ellipsoid_flow(xs @ R, a)['cp']                         # fore-aft symmetry of an aligned ellipsoid
     np.testing.assert_allclose(aligned, ellipsoid_flow(-(xs @ R), a)['cp'], atol=1e-9)
+
+
+def test_rankine_ovoid_streamfunction_divergence_gradient_and_stagnation():
+    Q, d = 0.5, 0.2
+    L = rankine_half_length(Q, d)
+    np.testing.assert_allclose(rankine_flow(np.array([[-L, 0, 0], [L, 0, 0]]), Q, d)['u'], 0, atol=1e-9)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (300, 3))
+    X = X[~rankine_flow(X, Q, d)['inside'] & (np.linalg.norm(X[:, 1:], axis=1) > 0.05)]
+    at = lambda Y, key: rankine_flow(Y, Q, d)[key]
+    h = 1e-6
+    grad = lambda key: np.stack([(at(X + h * np.eye(3)[i], key) - at(X - h * np.eye(3)[i], key)) / (2 * h)
+                                 for i in range(3)], 1)
+    u = at(X, 'u')
+    np.testing.assert_allclose(grad('phi'), u, atol=1e-6)                # u = grad Phi
+    assert np.abs((u * grad('psi')).sum(1)).max() < 1e-6                 # psi constant along streamlines
+    h = 1e-4
+    div = sum((at(X + h * np.eye(3)[i], 'u')[:, i] - at(X - h * np.eye(3)[i], 'u')[:, i]) / (2 * h) for i in range(3))
+    assert np.abs(div).max() < 1e-4
 
 
 def test_voxelize_keeps_points_in_their_voxels():
@@ -207,6 +230,8 @@ def test_bad_input():
         ellipsoid_flow(np.ones((4, 3)), [1, -1, 1])
     with pytest.raises(ValueError, match='rotation'):
         ellipsoid_flow(np.ones((4, 3)), [1, 1, 1], np.ones((3, 3)))
+    with pytest.raises(ValueError, match='positive'):
+        rankine_flow(np.ones((2, 3)), strength=-1.0)
     with pytest.raises(ValueError, match='multivector'):
         CliffordConv3d(2, 2)(torch.zeros(1, 3, 4, 4, 4, 8))
     with pytest.raises(ValueError, match='modes'):
