@@ -115,7 +115,7 @@ def schedule_release_memory(delay_s: float = 2.0):
         release_memory()
     IOLoop.current().call_later(delay_s, run)
 
-# %% ../nbs/01_live.ipynb #00b8bf21
+# %% ../nbs/01_live.ipynb #22feff2d
 def _end_reason(t: BackgroundTrainer) -> str:
     if t.status == 'done':
         if t.experiment.done: return f"reached steps={t.experiment.max_steps}"
@@ -127,15 +127,16 @@ def _end_reason(t: BackgroundTrainer) -> str:
 class LiveView:
     """A live explorer: controls, start/pause/stop/new run, actions, view controls, a status line and plotly figures
     redrawn from a `BackgroundTrainer` every `period_ms` while it runs. `render(snap, history, **view)` makes the
-    figures; `view_bounds` maps a view control to `fn(snap) -> (start, end)`. A Panel viewer: display it in a
-    notebook, or return it from a page function of `iclr25 serve`."""
+    figures; `view_bounds` maps a view control to `fn(snap) -> (start, end)`; the figures named in `wide` span the
+    whole width above the grid (a figure of many panels). A Panel viewer: display it in a notebook, or return it
+    from a page function of `iclr25 serve`."""
     _drawing = weakref.WeakSet()   # the views whose periodic callback runs in this process
 
 
     def __init__(self, make_experiment: Callable[..., Experiment], render: Callable, controls: dict | None = None,
                  actions: dict | None = None, view_controls: dict | None = None, title: str = '', description: str = '',
                  view_bounds: dict | None = None, period_ms: int = 300, ncols: int = 2, figure_height: int = 340,
-                 autostart: bool = False):
+                 autostart: bool = False, wide: tuple = ()):
         pn = panel()
         self.make_experiment, self.render, self.title = make_experiment, render, title
         self.controls, self.view_controls = dict(controls or {}), dict(view_controls or {})
@@ -174,7 +175,11 @@ class LiveView:
         side = pn.Column(*([pn.pane.Markdown(description)] if description else []),
                          pn.Row(self.start_button, self.pause_button), pn.Row(self.stop_button, self.reset_button),
                          *self.action_buttons, *widgets, width=300)
-        grid = pn.GridBox(*self.panes.values(), ncols=ncols, sizing_mode='stretch_width')
+        unknown = set(wide) - set(self.panes)
+        if unknown: raise ValueError(f"wide names {sorted(unknown)}, which render does not return")
+        grid = pn.Column(*[self.panes[k] for k in wide],
+                         pn.GridBox(*[p for k, p in self.panes.items() if k not in wide], ncols=ncols,
+                                    sizing_mode='stretch_width'), sizing_mode='stretch_width')
         self.layout = pn.Column(*([pn.pane.Markdown(f"## {title}")] if title else []), self.status,
                                 pn.Row(side, grid, sizing_mode='stretch_width'), sizing_mode='stretch_width')
         self._attach(autostart)
@@ -391,7 +396,7 @@ def demo_explorer(steps: int = 100_000, delay: float = 0.01, autostart: bool = F
                     description='Not a paper: the core contract at work. Start, pause, stop; change a setting and '
                                 'press New run; kick the slope and watch it come back.')
 
-# %% ../nbs/01_live.ipynb #f9c997c2
+# %% ../nbs/01_live.ipynb #65ed11bc
 def static_figures(view: LiveView, steps: int = 20, timeout: float = 600.0) -> dict[str, go.Figure]:
     "Run `view`'s trainer for `steps` steps (or `timeout` seconds), then close the view; its figures at the end."
     t = view.trainer
@@ -406,7 +411,7 @@ def static_figures(view: LiveView, steps: int = 20, timeout: float = 600.0) -> d
         view.close()
     return {k: go.Figure(f) for k, f in figs.items()}
 
-# %% ../nbs/01_live.ipynb #4fa21f62
+# %% ../nbs/01_live.ipynb #bade74b0
 def record(view: LiveView, steps: int = 100, frames: int = 20) -> list[tuple[int, dict[str, go.Figure]]]:
     """Train `view`'s experiment for `steps` steps in this thread, drawing `frames` + 1 times (step 0 included)
     with the view's `render`; [(step, figures)]. The view's trainer must not have started."""

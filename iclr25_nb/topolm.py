@@ -729,7 +729,7 @@ class TopoLMExperiment(Experiment):
 
 make_experiment = TopoLMExperiment.from_preset
 
-# %% ../nbs/17_topolm.ipynb #4e41c787
+# %% ../nbs/17_topolm.ipynb #6a62c50a
 def maps_figure(resp: dict, coords, grid: int, sheets: list[str], contrast: str = 'noun vs verb', fwhm: float = 0.0,
                 contours: bool = True, title: str = ''):
     "Heat maps of a contrast's t-map, one column per sheet, TopoLM on top and the control below (same colour scale)."
@@ -741,8 +741,7 @@ def maps_figure(resp: dict, coords, grid: int, sheets: list[str], contrast: str 
     maps = {t: contrast_maps(resp[t], contrast, coords, grid, fwhm) for t in tags}
     vmax = max(float(np.nanmax(np.abs(m))) for m in maps.values()) or 1.0
     fig = make_subplots(len(tags), len(sheets), horizontal_spacing=0.02, vertical_spacing=0.08,
-                        subplot_titles=[f"{'TopoLM' if t == 'topo' else 'control'} {s}<br>I={I:.2f}"
-                                        for t in tags for s, I in zip(sheets, morans_i(maps[t]))])
+                        subplot_titles=[f"{s}<br>I={I:.2f}" for t in tags for s, I in zip(sheets, morans_i(maps[t]))])
     for r, t in enumerate(tags, 1):
         if contours and 'S_loc' in resp[t]:
             lmask, _ = language_mask(resp[t]['S_loc'], resp[t]['N_loc'], coords, fwhm)
@@ -753,10 +752,13 @@ def maps_figure(resp: dict, coords, grid: int, sheets: list[str], contrast: str 
             if contours and 'S_loc' in resp[t] and lmask[s].any():
                 fig.add_trace(go.Contour(z=to_grid(lmask[s].astype(float), np.asarray(coords)[s], grid),
                                          showscale=False, contours=dict(start=0.5, end=0.5, coloring='lines'),
-                                         line=dict(color='black', width=2),
+                                         colorscale=[[0, 'black'], [1, 'black']],   # 'lines' colours by the scale
+                                         line=dict(width=2),
                                          hoverinfo='skip'), r, s + 1)
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, scaleanchor='x', autorange='reversed')
+    for r, t in enumerate(tags, 1):                        # the model names the row; the sheet names the column
+        fig.update_yaxes(title_text='TopoLM' if t == 'topo' else 'control (α = 0)', row=r, col=1)
     fig.update_layout(title=title or f"{contrast} t-maps (FWHM {fwhm:g}); black: language-selective units",
                       height=170 * len(tags) + 120, margin=dict(t=90))   # room for the subplot titles
     return fig
@@ -961,7 +963,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/17_topolm.ipynb #a674c346
+# %% ../nbs/17_topolm.ipynb #6510a464
 def explorer_render(snap: dict, history: list[dict], contrast: str = 'noun vs verb', fwhm: float = 0.0,
                     contours: bool = True, sheet: int = 0, unit: int = 0) -> dict:
     "The explorer's figures from a snapshot: t-maps, CE, spatial loss, Moran's I, the neighbourhood inspector, profile."
@@ -1004,13 +1006,13 @@ def explorer(autostart: bool = False, **config):
     bounds = {'sheet': lambda snap: (0, len(snap['sheets']) - 1), 'unit': lambda snap: (0, snap['grid'] ** 2 - 1)}
     actions = {'Analyse the maps now': lambda exp: exp.analyse()}
     view = LiveView(lambda **kw: TopoLMExperiment(base.replace(**kw), seed=0), explorer_render, controls, actions,
-                    view_controls, view_bounds=bounds, autostart=autostart, ncols=2, figure_height=360,
+                    view_controls, view_bounds=bounds, autostart=autostart, ncols=2, figure_height=360, wide=('maps',),
                     title='TopoLM: cortical maps while training',
                     description="TopoLM (alpha > 0) and the control (alpha = 0) train on the same batches; the maps "
                                 f"are re-analysed every {base.eval_every} steps (or at once with the button). "
                                 "alpha, radius and grid apply to a **New run**; the other controls redraw at once. "
                                 "Click a unit on a map to inspect its neighbourhood.")
-    view.panes['maps'].height = 560
+    view.panes['maps'].height = 480
 
     def on_click(event):   # a click on a heat map selects that sheet and unit in the inspector
         try:

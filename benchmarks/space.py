@@ -1,0 +1,76 @@
+"""SPACE benchmark: generation and evaluation throughput, and our BFS against networkx (the peer upstream uses).
+
+1. Shortest paths on mazes of three sizes: our `shortest_path` (a deque BFS over a numpy grid) against networkx's
+   `shortest_path` on the 4-connected grid graph of the same free cells (the graph construction is timed too, as
+   upstream builds it per environment); agreement = the largest difference in path length (0 = identical).
+2. Maze generation at three sizes (no peer installed here: mazelib is not in the environment).
+3. Items generated per second per task (text and image), and evaluation throughput (items or episodes scored per
+   second) of the oracle agent.
+
+Run: python benchmarks/space.py [--cells 10 30 60] [--repeats 3] [--items 50]
+"""
+import argparse
+import time
+
+import numpy as np
+
+from _timing import Row, markdown, table, timed
+
+
+def bfs_vs_networkx(cells: int, repeat: int, pairs: int = 10):
+    from iclr25_nb.space import braid, carve_maze, shortest_path
+    rng = np.random.default_rng(cells)
+    grid = braid(carve_maze(cells, cells, rng), 0.2, rng)
+    free = [tuple(map(int, p)) for p in np.argwhere(grid == 1)]
+    ends = [(free[i], free[j]) for i, j in rng.integers(0, len(free), (pairs, 2))]
+    t_ours, ours = timed(lambda: [len(shortest_path(grid, a, b)) - 1 for a, b in ends], repeat)
+    size = f'{grid.shape[0]}x{grid.shape[1]}, {pairs} pairs'
+    try:
+        import networkx as nx
+    except ImportError as e:
+        return Row.skipped('shortest paths', size, t_ours, 'networkx', e)
+
+    def peer():
+        g = nx.grid_2d_graph(*grid.shape)
+        g.remove_nodes_from([tuple(p) for p in np.argwhere(grid == 0)])
+        return [nx.shortest_path_length(g, a, b) for a, b in ends]
+    t_peer, theirs = timed(peer, repeat)
+    return Row('shortest paths', size, t_ours, t_peer, float(np.max(np.abs(np.subtract(ours, theirs)))), 'networkx')
+
+
+def throughput(n: int):
+    from iclr25_nb.space import PRESENTATIONS, TASKS, OracleAgent, evaluate, generate
+    rows = []
+    for task in TASKS:
+        for pres in PRESENTATIONS[task]:
+            t0 = time.perf_counter(); items = generate(task, n, pres, seed=0); t_gen = time.perf_counter() - t0
+            t0 = time.perf_counter(); evaluate(OracleAgent(), (task,), items={task: items})
+            t_eval = time.perf_counter() - t0
+            rows.append((task, pres, n / t_gen, n / t_eval))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--cells', type=int, nargs='+', default=[10, 30, 60])
+    ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--items', type=int, default=50)
+    args = ap.parse_args()
+    from iclr25_nb.space import carve_maze
+    print(table([bfs_vs_networkx(c, args.repeats) for c in args.cells], 'BFS shortest paths: ours vs networkx',
+                unit='ms', agreement='max |length difference|'))
+    print()
+    gen = []
+    for c in args.cells:
+        t, g = timed(lambda: carve_maze(c, c, np.random.default_rng(0)), args.repeats)
+        gen.append(Row('perfect maze (DFS backtracker)', f'{g.shape[0]}x{g.shape[1]}', t, None, None, 'mazelib',
+                       skip='mazelib is not installed here'))
+    print(table(gen, 'maze generation', unit='ms'))
+    print()
+    rows = throughput(args.items)
+    print('## generation and evaluation throughput (oracle agent)\n')
+    print(markdown(['task', 'presentation', 'items generated / s', 'items scored / s'], rows))
+
+
+if __name__ == '__main__':
+    main()
