@@ -9,17 +9,44 @@
 Timings are the median of `repeat` calls after `warmup` untimed ones (compilation, caches, lazy imports): on a
 shared two-core machine the median is steadier than the mean and, unlike the minimum, not a lucky outlier.
 A peer library that is not installed gives a `Row.skipped(...)` row (and a message) instead of stopping the script.
+
+Machine-readable results (for `run_all.py`): when the environment variable `BENCH_JSON` names a file, every `table()`
+appends one JSON line per row (task, size, peer, seconds, ratio, agreement, skip, title) and every direct `markdown()`
+call one line per table (header and rows); without it nothing is written and the output is unchanged.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-__all__ = ['time_call', 'timed', 'Row', 'table', 'markdown', 'fmt']
+__all__ = ['time_call', 'timed', 'Row', 'table', 'markdown', 'fmt', 'record', 'JSON_ENV']
+
+JSON_ENV = 'BENCH_JSON'
+
+
+def _plain(x):
+    "A JSON-safe cell: NaN and inf as None, numpy scalars as Python numbers, anything else unknown as str."
+    if isinstance(x, (bool, int, str)) or x is None: return x
+    try: x = float(x)
+    except (TypeError, ValueError): return str(x)
+    return x if math.isfinite(x) else None
+
+
+def record(kind: str, **data) -> None:
+    "Append one JSON line {benchmark, kind, **data} to the file named by $BENCH_JSON (nothing when it is unset)."
+    path = os.environ.get(JSON_ENV)
+    if not path: return
+    line = {'benchmark': Path(sys.argv[0]).stem, 'kind': kind,
+            **{k: ([[_plain(c) for c in r] for r in v] if k == 'rows' else [_plain(c) for c in v] if isinstance(v, (list, tuple))
+                   else _plain(v)) for k, v in data.items()}}
+    with open(path, 'a') as f: f.write(json.dumps(line) + '\n')
 
 
 def timed(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> tuple[float, Any]:
@@ -74,8 +101,14 @@ class Row:
         return cls(task, size, ours, None, None, peer_name, skip=why if len(why) < 60 else why[:57] + '...')
 
 
-def markdown(header: Sequence[str], rows: Iterable[Sequence]) -> str:
-    "A markdown table; cells through `fmt`, a `|` inside a cell escaped."
+def markdown(header: Sequence[str], rows: Iterable[Sequence], title: str | None = None) -> str:
+    "A markdown table; cells through `fmt`, a `|` inside a cell escaped (`title`: only names it in $BENCH_JSON)."
+    rows = [list(r) for r in rows]
+    record('table', title=title, header=list(header), rows=rows)
+    return _markdown(header, rows)
+
+
+def _markdown(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     def cell(c): return fmt(c).replace('|', '\\|')
     lines = ['| ' + ' | '.join(map(cell, header)) + ' |', '|' + '---|' * len(header)]
     lines += ['| ' + ' | '.join(map(cell, r)) + ' |' for r in rows]
@@ -89,9 +122,11 @@ def table(rows: Iterable[Row], title: str | None = None, unit: str = 's', agreem
     scale = {'s': 1.0, 'ms': 1e3}[unit]
     body = []
     for r in rows:
+        record('row', title=title, task=r.task, size=r.size, peer_name=r.peer_name, ours_s=r.ours, peer_s=r.peer,
+               ratio=r.ratio, agreement=r.agreement, skip=r.skip)
         agree = f'{r.agreement:.1e}' if isinstance(r.agreement, float) and not math.isnan(r.agreement) else fmt(r.agreement)
         body.append((r.task, r.size, r.peer_name or '—', scale * r.ours,
                      f'skipped: {r.skip}' if r.skip else (None if r.peer is None else scale * r.peer),
                      None if math.isnan(r.ratio) else f'{r.ratio:.3g}', agree))
-    t = markdown(['task', 'size', 'peer', f'{ours} ({unit})', f'peer ({unit})', f'{ours} / peer', agreement], body)
+    t = _markdown(['task', 'size', 'peer', f'{ours} ({unit})', f'peer ({unit})', f'{ours} / peer', agreement], body)
     return (f'## {title}\n\n' if title else '') + t

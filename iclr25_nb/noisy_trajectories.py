@@ -203,21 +203,45 @@ def load_trials(path) -> np.ndarray:
     if not np.all(np.isfinite(x)): raise ValueError(f"{path}: trials contain NaN or inf values")
     return x.astype(float)
 
-# %% ../nbs/14_noisy_trajectories.ipynb #5784b84d
+# %% ../nbs/14_noisy_trajectories.ipynb #b58d36af
 def bures_sq(A: np.ndarray, B: np.ndarray) -> float:
     "Squared Bures distance tr A + tr B − 2 tr (A^{1/2} B A^{1/2})^{1/2} between PSD matrices (n, n)."
     A, B = np.asarray(A, float), np.asarray(B, float)
     if A.shape != B.shape or A.ndim != 2 or A.shape[0] != A.shape[1]: raise ValueError(f"bures_sq: need two square matrices of one shape, got {A.shape} and {B.shape}")
-    sA = _psd_sqrt(A)
-    lam = _clip_roundoff(np.linalg.eigvalsh(sA @ B @ sA))
+    # any square root F Fᵀ = A will do: Fᵀ B F is similar to A^{1/2} B A^{1/2}, so one Cholesky (a fraction of an
+    # eigendecomposition) and one eigvalsh suffice; a singular or ill-conditioned A takes the symmetric root
+    F = _chol_or_sqrt(A)
+    lam = _clip_roundoff(np.linalg.eigvalsh(F.T @ B @ F))
     return max(float(np.trace(A) + np.trace(B) - 2 * np.sqrt(lam).sum()), 0.0)
 
 
-def _block_nuclear(Fx: np.ndarray, G: np.ndarray, nb: int, compute_uv: bool = True):
-    "SVDs of the blocks K_b = F_x[:, b]ᵀ G[:, b] (B, nb, nb) of column-block size `nb`."
-    R, C = Fx.shape
-    K = Fx.reshape(R, C // nb, nb).transpose(1, 2, 0) @ G.reshape(R, C // nb, nb).transpose(1, 0, 2)   # batched BLAS
+def _chol_or_sqrt(S: np.ndarray, rel: float = 1e-12) -> np.ndarray:
+    """A square root F Fᵀ = S (n, n): the Cholesky factor when S is well conditioned (smallest pivot² above `rel`
+    times the largest), else the symmetric PSD root, whose round-off clipping keeps √ε noise out of a singular S."""
+    try:
+        L = np.linalg.cholesky(S); d = np.diag(L) ** 2
+        if d.size and d.min() > rel * d.max(): return L
+    except np.linalg.LinAlgError: pass
+    return _psd_sqrt(S)
+
+
+def _layout(C: np.ndarray, N: int) -> np.ndarray:
+    """The nonzero rows (k·N, nb) of one block column, time-major, as the contiguous N × k·nb matrix whose s-th
+    N × nb slice is row block s: then `.reshape(N·k, nb)` (neuron and time as one contraction index) is free."""
+    k = C.shape[0] // N
+    return np.ascontiguousarray(C.reshape(k, N, -1).transpose(1, 0, 2).reshape(N, -1))
+
+
+def _block_nuclear(X: list, Y: list, nb: int, Q: np.ndarray | None = None, compute_uv: bool = True):
+    """SVDs of K_b = F_x[:, b]ᵀ Q̄ F_y[:, b] (B, nb, nb) from block columns in the N × k·nb layout (`_layout`):
+    per block one product Qᵀ C^x_b and one contraction over (neuron, time)."""
+    K = np.stack([(X_b if Q is None else Q.T @ X_b).reshape(-1, nb).T @ Y_b.reshape(-1, nb) for X_b, Y_b in zip(X, Y)])
     return np.linalg.svd(K, compute_uv=compute_uv)
+
+
+def _causal_columns(L: np.ndarray, N: int) -> list:
+    "The T lower block columns of a block-triangular factor L (NT, NT), rows s ≥ t only, in the N × (T−t)·N layout."
+    return [_layout(L[t * N:, t * N:(t + 1) * N], N) for t in range(L.shape[0] // N)]
 
 
 def adapted_bures_sq(Sx: np.ndarray, Sy: np.ndarray, N: int) -> float:
@@ -225,10 +249,10 @@ def adapted_bures_sq(Sx: np.ndarray, Sy: np.ndarray, N: int) -> float:
     tr Σx + tr Σy − 2 Σ_t ‖L_{x,[:,t]}ᵀ L_{y,[:,t]}‖_* with L the lower block-Cholesky factors (blocks N×N)."""
     Lx, Ly = block_cholesky(Sx, N), block_cholesky(Sy, N)
     if Lx.shape != Ly.shape: raise ValueError(f"adapted_bures_sq: shapes differ, {Sx.shape} vs {Sy.shape}")
-    s = _block_nuclear(Lx, Ly, N, compute_uv=False)
+    s = _block_nuclear(_causal_columns(Lx, N), _causal_columns(Ly, N), N, compute_uv=False)
     return max(float(np.trace(Sx) + np.trace(Sy) - 2 * s.sum()), 0.0)
 
-# %% ../nbs/14_noisy_trajectories.ipynb #8437d801
+# %% ../nbs/14_noisy_trajectories.ipynb #c3251a6e
 METRICS = ('procrustes', 'ssd', 'w2', 'causal')
 GROUPS = ('orth', 'perm', 'identity')
 
@@ -268,18 +292,20 @@ def _align(M: np.ndarray, group: str) -> np.ndarray:
     return np.eye(len(M))
 
 
-def _factor(s: GaussianProcessSummary, metric: str) -> tuple[np.ndarray, int]:
-    "The factor F (NT, NT) with F Fᵀ = the covariance the metric sees, and its column-block size."
-    if metric == 'causal': return s.cholesky_blocks(), s.N
-    if metric == 'w2': return _psd_sqrt(s.cov), s.N * s.T
-    from scipy.linalg import block_diag
-    return block_diag(*_psd_sqrt(s.marginals())), s.N
+def _factor(s: GaussianProcessSummary, metric: str) -> tuple[list, int]:
+    """The block columns of a factor F (F Fᵀ = the covariance the metric sees), nonzero rows only, each in the
+    N × k·nb layout of `_layout`, and the column-block size nb: causal OT the T lower block columns of the block-
+    Cholesky factor; SSD the T marginal roots Σ_tt^{1/2} (k = 1); W2 one block column of size NT (k = T)."""
+    if metric == 'causal': return _causal_columns(s.cholesky_blocks(), s.N), s.N
+    if metric == 'w2': return [_layout(_chol_or_sqrt(s.cov), s.N)], s.N * s.T
+    return list(_psd_sqrt(s.marginals())), s.N
 
 
 class AlternatingAligner:
     """The alternating minimisation of d²_α(x, y) over Q (and the noise rotations P) for one metric
-    (`'ssd'`, `'w2'` or `'causal'`). `evaluate(Q)` gives the objective with the optimal P; `update(Q)` one
-    P-step then Q-step."""
+    (`'ssd'`, `'w2'` or `'causal'`). `evaluate(Q)` gives the objective with the optimal P; `update(Q, P)` the
+    Q-step; `fit` alternates them (over-relaxed, see above). The factors are held as block columns (`X`, `Y`: lists of
+    N × k·nb arrays, `_factor`), so that both steps are two matrix products per block."""
 
     def __init__(self, x: GaussianProcessSummary, y: GaussianProcessSummary, metric: str = 'causal',
                  alpha: float = 1.0, group: str = 'orth'):
@@ -289,37 +315,30 @@ class AlternatingAligner:
         if group not in GROUPS: raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
         self.x, self.y, self.metric, self.alpha, self.group = x, y, metric, float(alpha), group
         self.T, self.N = x.T, x.N
-        self.Fx, self.nb = _factor(x, metric)
-        self.Fy, _ = _factor(y, metric)
+        self.X, self.nb = _factor(x, metric)
+        self.Y, _ = _factor(y, metric)
         self.tr_x, self.tr_y = float(np.trace(x.cov)), float(np.trace(y.cov))
+        self.nx = np.array([(C ** 2).sum() for C in self.X]); self.ny = np.array([(C ** 2).sum() for C in self.Y])
+        self.mm = x.mean.T @ y.mean                                          # Σ_t m_x,t m_y,tᵀ (N, N)
 
-    def _Qbar(self, Q, F):
-        "Q̄ F: Q applied to every row block of F."
-        return (Q @ F.reshape(self.T, self.N, -1)).reshape(F.shape)
-
-    def evaluate(self, Q: np.ndarray):
-        "(objective, per-block contributions, P) at Q, with each P_b optimal for this Q."
+    def evaluate(self, Q: np.ndarray, rotations: bool = True):
+        """(objective, per-block contributions, P) at Q, with each P_b optimal for this Q (`rotations=False`: P is
+        None and only singular values are computed)."""
         a = self.alpha
-        U, S, Vt = _block_nuclear(self.Fx, self._Qbar(Q, self.Fy), self.nb)
+        svd = _block_nuclear(self.X, self.Y, self.nb, Q, compute_uv=rotations)
+        U, S, Vt = svd if rotations else (None, svd, None)
         dm = ((self.x.mean - self.y.mean @ Q.T) ** 2).sum(1)                # ‖m_x,t − Q m_y,t‖², (T,)
-        cov = self.tr_x + self.tr_y - 2 * S.sum()
-        obj = a * dm.sum() + (2 - a) * cov
-        B = S.shape[0]
-        if B == self.T:      # per-time pieces: α‖Δm_t‖² + (2−α)‖F_x[:,t] − Q̄F_y[:,t]P_t‖²
-            nx = (self.Fx.reshape(-1, B, self.nb) ** 2).sum((0, 2)); ny = (self.Fy.reshape(-1, B, self.nb) ** 2).sum((0, 2))
-            per = a * dm + (2 - a) * (nx + ny - 2 * S.sum(1))
-        else: per = None
-        P = np.swapaxes(Vt, -1, -2) @ np.swapaxes(U, -1, -2)                # P_b = V Uᵀ maximises tr(K_b P_b)
+        obj = a * dm.sum() + (2 - a) * (self.tr_x + self.tr_y - 2 * S.sum())
+        # per-time pieces: α‖Δm_t‖² + (2−α)‖F_x[:,t] − Q̄F_y[:,t]P_t‖²
+        per = a * dm + (2 - a) * (self.nx + self.ny - 2 * S.sum(1)) if S.shape[0] == self.T else None
+        P = np.swapaxes(Vt, -1, -2) @ np.swapaxes(U, -1, -2) if rotations else None   # P_b = V Uᵀ maximises tr(K_b P_b)
         return max(float(obj), 0.0), per, P
 
     def update(self, Q: np.ndarray, P: np.ndarray) -> np.ndarray:
-        "The Q-step: Procrustes of the stack [√α m_y, √(2−α) F_y P] onto [√α m_x, √(2−α) F_x]."
-        a, T, N = self.alpha, self.T, self.N
-        R = self.Fy.shape[0]
-        FyP = (self.Fy.reshape(R, -1, self.nb).transpose(1, 0, 2) @ P).transpose(1, 0, 2).reshape(R, -1)
-        rows = lambda F: F.reshape(T, N, -1).transpose(1, 0, 2).reshape(N, -1)             # row blocks side by side (N, T·NT)
-        M = a * self.x.mean.T @ self.y.mean + (2 - a) * rows(self.Fx) @ rows(FyP).T
-        return _align(M, self.group)
+        "The Q-step: Procrustes of the stack [√α m_y, √(2−α) F_y P] onto [√α m_x, √(2−α) F_x] (M = Σ_b C^x_b (C^y_b P_b)ᵀ)."
+        a, nb = self.alpha, self.nb
+        M = sum(X_b @ (Y_b.reshape(-1, nb) @ P_b).reshape(Y_b.shape).T for X_b, Y_b, P_b in zip(self.X, self.Y, P))
+        return _align(a * self.mm + (2 - a) * M, self.group)
 
     def initial(self, restart: int, rng) -> np.ndarray:
         """Restart 0: the better of Procrustes on the means and the identity (the means alone leave Q undetermined
@@ -327,26 +346,39 @@ class AlternatingAligner:
         N = self.N
         if self.group == 'identity': return np.eye(N)
         if restart == 0:
-            cands = [_align(self.x.mean.T @ self.y.mean, self.group), np.eye(N)]
-            return min(cands, key=lambda Q: self.evaluate(Q)[0])
+            cands = [_align(self.mm, self.group), np.eye(N)]
+            return min(cands, key=lambda Q: self.evaluate(Q, rotations=False)[0])
         if self.group == 'perm': return np.eye(N)[rng.permutation(N)]
         Z = rng.standard_normal((N, N)); Qr, Rr = np.linalg.qr(Z)
         return Qr * np.sign(np.diag(Rr))
 
-    def fit(self, n_restarts: int = 1, tol: float = 1e-10, max_iter: int = 500, seed: int = 0) -> DistanceResult:
-        "Alternate P- and Q-steps from each restart until the decrease is below tol·max(1, objective); keep the best."
+    def fit(self, n_restarts: int = 1, tol: float = 1e-10, max_iter: int = 500, seed: int = 0,
+            accelerate: bool = True, grow: float = 1.5, beta_max: float = 16.0) -> DistanceResult:
+        """Alternate P- and Q-steps from each restart until the decrease is below tol·max(1, objective); keep the best.
+        `accelerate` (orthogonal group only): try the over-relaxed Q_β = polar(Q + β(Q_s − Q)) before the plain
+        Q-step Q_s, β ×`grow` after each accepted try (at most `beta_max`), back to the plain step when the try does not
+        decrease the objective by more than the tolerance. `accelerate=False` is the paper's plain alternation."""
         if n_restarts < 1: raise ValueError(f"n_restarts must be at least 1, got {n_restarts!r}")
         if max_iter < 1: raise ValueError(f"max_iter must be at least 1, got {max_iter!r}")
         if tol < 0: raise ValueError(f"tol must be non-negative, got {tol!r}")
+        if not grow >= 1 or not beta_max >= 1: raise ValueError(f"grow and beta_max must be at least 1, got {grow!r}, {beta_max!r}")
         rng = np.random.default_rng(seed)
+        accelerate = accelerate and self.group == 'orth' and grow > 1
         best = None
         for r in range(1 if self.group == 'identity' else n_restarts):
-            Q, hist = self.initial(r, rng), []
-            for _ in range(max_iter):
-                obj, per, P = self.evaluate(Q)
+            Q = self.initial(r, rng)
+            obj, per, P = self.evaluate(Q)
+            hist, beta = [obj], 1.0
+            while self.group != 'identity' and len(hist) < max_iter:
+                Qs, step = self.update(Q, P), None
+                if accelerate and beta > 1:
+                    Qb = _align(Q + beta * (Qs - Q), 'orth')                 # polar factor: back onto O(N)
+                    e = self.evaluate(Qb)
+                    if e[0] < obj - tol * max(1.0, obj): step, beta = (Qb, e), min(beta * grow, beta_max)
+                if step is None: step, beta = (Qs, self.evaluate(Qs)), grow if accelerate else 1.0
+                Q, (obj, per, P) = step[0], step[1]
                 hist.append(obj)
-                if self.group == 'identity' or (len(hist) > 1 and hist[-2] - hist[-1] <= tol * max(1.0, hist[-1])): break
-                Q = self.update(Q, P)
+                if hist[-2] - hist[-1] <= tol * max(1.0, hist[-1]): break
             if best is None or hist[-1] < best[0]: best = (hist[-1], Q, P, hist, per)
         obj, Q, P, hist, per = best
         return DistanceResult(self.metric, math.sqrt(obj), Q, P, hist, per, self.alpha)
@@ -354,7 +386,7 @@ class AlternatingAligner:
 
 def objective_at(x: GaussianProcessSummary, y: GaussianProcessSummary, Q: np.ndarray, metric: str = 'causal', alpha: float = 1.0) -> float:
     "The squared objective d²_α at a fixed alignment Q (noise rotations optimal): for brute-force checks."
-    return AlternatingAligner(x, y, metric, alpha).evaluate(np.asarray(Q, float))[0]
+    return AlternatingAligner(x, y, metric, alpha).evaluate(np.asarray(Q, float), rotations=False)[0]
 
 # %% ../nbs/14_noisy_trajectories.ipynb #bc072e5a
 def procrustes_distance(x: GaussianProcessSummary, y: GaussianProcessSummary, group: str = 'orth') -> DistanceResult:
@@ -724,7 +756,7 @@ def _diffusion_study(p: dict, seed: int) -> dict:
     return {'systems': systems, 'D': D, 'emb': emb, 'silhouette': sil, 'pairs': pairs, 'ssd_sq': ssd_sq,
             'min_offdiag_rel': {m: float(D[m][off].min() / D[m][off].max()) for m in METRICS}}
 
-# %% ../nbs/14_noisy_trajectories.ipynb #e51d4be7
+# %% ../nbs/14_noisy_trajectories.ipynb #b285726b
 def _figures(motor, split, diff) -> dict:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -774,7 +806,7 @@ def _claims(rep: Report, r: dict, ablate: bool):
         'system (same means, marginals and within-epoch covariance)', plan['ours'] / base, '>=', 3.0, kind='headline',
         control=('max(Procrustes, SSD, full W2) / signal scale', base / plan['scale']),
         paper='separates preparatory dynamics + output from output only, which Procrustes and SSD cannot (figures)'))
-    # seeds 0 / 1 / 2: 12.9 / 12.3 / 18.1 (full W2: 1.16 at seed 0, mean 1.41)
+    # seeds 0 / 1 / 2: 12.8 / 12.3 / 18.1 (full W2: 1.17 at seed 0, mean 1.41)
     rep.add_claim(Claim.compare(
         f"Planning analogue from {r['K']} sampled trials per system (Ledoit–Wolf): causal OT's z-score of planning vs "
         'output-only over the split-half null', split['ours']['z'], '>=', 5.0, kind='headline',
