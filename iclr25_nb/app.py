@@ -12,7 +12,7 @@ from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #33f0aff7
+# %% ../nbs/02_app.ipynb #72acbb01
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
     from iclr25_nb.panel_env import panel
@@ -61,7 +61,9 @@ def _page_function(name: str):
 def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list | None = None, show: bool = False,
           **kwargs):
     "Start the app (blocking). Binds to `address` (localhost by default)."
+    from iclr25_nb.core import preload_torch_compiler
     from iclr25_nb.panel_env import panel
+    preload_torch_compiler()       # the first page's optimiser would otherwise import torch._dynamo (seconds)
     pn = panel()
     if not 0 <= int(port) < 65536: raise ValueError(f"port must be in 0..65535, got {port!r}")
     origins = websocket_origin or [f'{address}:{port}', f'localhost:{port}', f'127.0.0.1:{port}']

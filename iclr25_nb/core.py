@@ -7,7 +7,7 @@ __all__ = ['log', 'CHECKPOINT_NAME', 'KINDS', 'META_KEYS', 'PAPERS', 'seed_every
            'Experiment', 'RegressionConfig', 'RegressionDemo', 'NonFiniteLossError', 'save_checkpoint',
            'load_checkpoint', 'BackgroundTrainer', 'Claim', 'Finding', 'Report', 'seed_table', 'seed_table_markdown',
            'Paper', 'read_paper_meta', 'get_paper', 'implemented_papers', 'PaperModule', 'check_contract', 'Stopwatch',
-           'run_meta', 'torch_threads']
+           'run_meta', 'torch_threads', 'preload_torch_compiler']
 
 # %% ../nbs/00_core.ipynb #abd72179
 import ast
@@ -996,3 +996,12 @@ def torch_threads(n: int | None, device='cpu'):
     if n is not None and torch.device(device).type == 'cpu': torch.set_num_threads(n)
     try: yield torch.get_num_threads()
     finally: torch.set_num_threads(before)
+
+# %% ../nbs/00_core.ipynb #ce31cb2d
+def preload_torch_compiler() -> threading.Thread:
+    "Import `torch._dynamo` in a daemon thread (returned), so that the first optimiser built later does not wait for it."
+    def work():
+        try: import torch._dynamo  # noqa: F401
+        except Exception as e: log.debug("torch._dynamo preload failed: %s", e)
+    t = threading.Thread(target=work, name='iclr25-preload-dynamo', daemon=True)
+    t.start(); return t
