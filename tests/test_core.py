@@ -170,7 +170,9 @@ def test_report_formats(tmp_path):
 def test_registry_lists_nineteen_papers():
     assert len(PAPERS) == 19 and [p.number for p in PAPERS.values()] == list(range(10, 29))
     with pytest.raises(ValueError, match='unknown paper'): get_paper('resnet')
-    with pytest.raises(ValueError, match='not implemented yet'): get_paper('space').load()
+    planned = [p for p in PAPERS.values() if not p.implemented]
+    if planned:
+        with pytest.raises(ValueError, match='not implemented yet'): planned[0].load()
 
 
 def test_import_is_light():
