@@ -1,0 +1,186 @@
+"""TOP benchmarks: our sparse GCN against PyTorch Geometric on the same work, on CSBM graphs of three sizes.
+
+1. Normalisation: `normalized_adjacency_scipy` (D^-1/2 (A + I) D^-1/2) vs PyG's `gcn_norm`; agreement = max |entry
+   difference| of the two matrices. Ours also validates, symmetrises and deduplicates the edge list and builds a
+   sorted CSR matrix (gcn_norm only adds self-loops and scatters degrees), so it is not the same work: a cost row.
+2. Full-batch GCN forward + backward (3 layers, hidden 64, no dropout): our `TOPGCN` on the torch CSR adjacency vs
+   a stack of PyG `GCNConv` (cached normalisation, the default scatter path) with the same weights; agreement = max
+   |logit difference| and max |weight-gradient difference|.
+3. One Cluster-GCN epoch (20 METIS parts, 2 per batch, one Adam step per batch in the same order, loss on the
+   batch's training nodes): our `ClusterGCN` trainer + `train_epoch` vs PyG `GCNConv` (normalize=False, edge
+   weights = the same blocks of the full graph's normalised adjacency) on the same batches; agreement = max |weight
+   difference| after the epoch. PyG's own `ClusterData` / `ClusterLoader` need METIS from torch_sparse or pyg-lib:
+   where neither is installed (here) that row says so.
+4. One TOP epoch vs one Cluster-GCN epoch of ours (the compensation's overhead; TOP's precomputation not timed).
+
+Run: python benchmarks/top.py [--quick]   (--quick: small graphs, about a minute)
+"""
+import argparse
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from _timing import Row, table, timed
+from iclr25_nb import top as T
+
+HIDDEN, LAYERS, PARTS, PER_BATCH = 64, 3, 20, 2
+
+
+def pyg():
+    import torch_geometric  # noqa: F401
+    from torch_geometric.nn import GCNConv
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+    return GCNConv, gcn_norm
+
+
+class PygGCN(torch.nn.Module):
+    "GCNConv layers with ReLU between, weights copied from a TOPGCN."
+
+    def __init__(self, ours, **kw):
+        super().__init__()
+        GCNConv, _ = pyg()
+        self.convs = torch.nn.ModuleList()
+        for c in ours.convs:
+            d_out, d_in = c.lin.weight.shape
+            p = GCNConv(d_in, d_out, **kw)
+            with torch.no_grad():
+                p.lin.weight.copy_(c.lin.weight); p.bias.copy_(c.bias)
+            self.convs.append(p)
+
+    def forward(self, x, edge_index, edge_weight=None):
+        for l, conv in enumerate(self.convs):
+            x = conv(x, edge_index, edge_weight)
+            if l < len(self.convs) - 1: x = torch.relu(x)
+        return x
+
+
+def weights(model):
+    return [c.lin.weight for c in model.convs] + [c.bias for c in model.convs]
+
+
+def bench_norm(g, size):
+    _, gcn_norm = pyg()
+    ei = torch.from_numpy(g.edge_index)
+    t_ours, A = timed(lambda: T.normalized_adjacency_scipy(g.edge_index, g.n), repeat=3)
+    t_peer, (pei, pw) = timed(lambda: gcn_norm(ei, None, g.n, add_self_loops=True), repeat=3)
+    B = sp.csr_matrix((pw.double().numpy(), (pei[1].numpy(), pei[0].numpy())), shape=(g.n, g.n))
+    return Row('normalised adjacency (ours also symmetrises, dedups)', size, t_ours, t_peer, float(abs(A - B).max()),
+               'PyG gcn_norm')
+
+
+def bench_full(g, size):
+    torch.manual_seed(0)
+    x, y = torch.from_numpy(g.x), torch.from_numpy(g.y)
+    ours = T.TOPGCN(g.x.shape[1], HIDDEN, g.num_classes, LAYERS, dropout=0.0)
+    peer = PygGCN(ours, cached=True)
+    A = T.normalized_adjacency(g.edge_index, g.n)
+    ei = torch.from_numpy(g.edge_index)
+
+    def step(model, fwd):
+        model.zero_grad(set_to_none=True)
+        out = fwd(); F.cross_entropy(out, y).backward()
+        return out.detach(), [w.grad.clone() for w in weights(model)]
+
+    t_ours, (o1, g1) = timed(lambda: step(ours, lambda: ours(A, x)), repeat=3)
+    t_peer, (o2, g2) = timed(lambda: step(peer, lambda: peer(x, ei)), repeat=3)
+    agree = max(float((o1 - o2).abs().max()), max(float((a - b).abs().max()) for a, b in zip(g1, g2)))
+    return Row(f'full-batch GCN fwd+bwd ({LAYERS} layers, hidden {HIDDEN})', size, t_ours, t_peer, agree,
+               'PyG GCNConv (cached)')
+
+
+def bench_cluster(g, size, batches, A_sp):
+    x, y, train = torch.from_numpy(g.x), torch.from_numpy(g.y), torch.from_numpy(g.train)
+    torch.manual_seed(0)
+    ours = T.TOPGCN(g.x.shape[1], HIDDEN, g.num_classes, LAYERS, dropout=0.0)
+    peer = PygGCN(ours, normalize=False, add_self_loops=False)
+    method = T.ClusterGCN(A_sp, g.x, batches)
+    pyg_batches = []                                       # the same blocks A_BB as (edge_index, weight) per batch
+    for b in method.batches:
+        blk = sp.coo_matrix(A_sp[b][:, b])
+        pyg_batches.append((torch.from_numpy(np.stack([blk.col, blk.row]).astype(np.int64)),
+                            torch.from_numpy(blk.data.astype(np.float32)), x[b], torch.from_numpy(b)))
+
+    def ours_epoch(opt):
+        return lambda: T.train_epoch(ours, opt, method, y, train, np.random.default_rng(0))
+
+    def peer_epoch(opt):
+        def run():
+            peer.train()
+            for i in np.random.default_rng(0).permutation(len(pyg_batches)):
+                ei, w, xb, nodes = pyg_batches[i]
+                m = train[nodes]
+                if not bool(m.any()): continue
+                loss = F.cross_entropy(peer(xb, ei, w)[m], y[nodes][m])
+                opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        return run
+
+    # agreement: one epoch from the same weights with fresh optimisers, then the timing (further epochs)
+    oo, op = torch.optim.Adam(ours.parameters(), 1e-2), torch.optim.Adam(peer.parameters(), 1e-2)
+    ours_epoch(oo)(); peer_epoch(op)()
+    agree = max(float((a - b).detach().abs().max()) for a, b in zip(weights(ours), weights(peer)))
+    t_ours = timed(ours_epoch(oo), repeat=3, warmup=0)[0]
+    t_peer = timed(peer_epoch(op), repeat=3, warmup=0)[0]
+    rows = [Row(f'Cluster-GCN epoch ({len(batches)} batches)', size, t_ours, t_peer, agree,
+                'PyG GCNConv on the same blocks')]
+    try:
+        from torch_geometric.data import Data
+        from torch_geometric.loader import ClusterData
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            ClusterData(Data(x=x, edge_index=torch.from_numpy(g.edge_index), num_nodes=g.n), PARTS, log=False)
+        rows.append(Row('Cluster-GCN epoch, PyG ClusterData/ClusterLoader', size, t_ours, None, None,
+                        'PyG ClusterData', skip='installed but not benchmarked (own partition, not the same work)'))
+    except Exception as e:                                 # ImportError: METIS needs torch_sparse or pyg-lib
+        rows.append(Row.skipped('Cluster-GCN epoch, PyG ClusterData/ClusterLoader', size, t_ours, 'PyG ClusterData',
+                                e))
+    return rows, ours
+
+
+def bench_top(g, size, batches, A_sp, rank=64):
+    x, y, train = torch.from_numpy(g.x), torch.from_numpy(g.y), torch.from_numpy(g.train)
+    torch.manual_seed(0)
+    model = T.TOPGCN(g.x.shape[1], HIDDEN, g.num_classes, LAYERS, dropout=0.0)
+    factory = lambda: T.TOPGCN(g.x.shape[1], HIDDEN, g.num_classes, LAYERS, dropout=0.0)  # noqa: E731
+    Q = T.orthonormal_basis(T.build_basis(factory, A_sp, g.x, random_num=1), rank)
+    top, cluster = T.TOP(A_sp, g.x, batches, Q, inb_size=256), T.ClusterGCN(A_sp, g.x, batches)
+    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    t_top = timed(lambda: T.train_epoch(model, opt, top, y, train, np.random.default_rng(0)), repeat=3)[0]
+    t_cl = timed(lambda: T.train_epoch(model, opt, cluster, y, train, np.random.default_rng(0)), repeat=3)[0]
+    err = T.embedding_error(model, top)[-1] / T.embedding_error(model, cluster)[-1]
+    return Row(f'TOP epoch vs Cluster-GCN epoch (rank {Q.shape[1]})', size, t_top, t_cl,
+               f'error ratio {err:.2f}', 'ours: Cluster-GCN')
+
+
+def main(sizes):
+    try: pyg()
+    except ImportError as e:
+        raise SystemExit(f'torch_geometric is not installed ({e}): nothing to compare against')
+    rows = []
+    for n in sizes:
+        g = T.csbm(n, seed=0)
+        size = f'n={n:,}, {g.num_edges // 2:,} edges'
+        A_sp = T.normalized_adjacency_scipy(g.edge_index, g.n)
+        batches = T.make_batches(*T.partition(g.edge_index, g.n, PARTS, seed=0), PER_BATCH, seed=0)
+        rows.append(bench_norm(g, size))
+        rows.append(bench_full(g, size))
+        cl, _ = bench_cluster(g, size, batches, A_sp)
+        rows += cl
+        rows.append(bench_top(g, size, batches, A_sp))
+    return rows
+
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--quick', action='store_true', help='small graphs (about a minute)')
+    ap.add_argument('--sizes', type=int, nargs='*', help='CSBM node counts (default 10k 30k 100k; quick 2k 5k 20k)')
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    sizes = a.sizes or ((2_000, 5_000, 20_000) if a.quick else (10_000, 30_000, 100_000))
+    print(table(main(sizes), 'TOP: our sparse GCN vs PyTorch Geometric (CSBM, one torch thread)', unit='ms',
+                agreement='agreement (max |diff|)'))
+    print('\nours / peer below 1: ours is faster. Cluster-GCN rows: the same blocks of the full graph\'s normalised '
+          'adjacency and the same batch order on both sides; TOP row: the compensation\'s overhead over our '
+          'Cluster-GCN epoch, with TOP / Cluster-GCN last-layer embedding error.')
