@@ -242,3 +242,66 @@ def test_short_finetune_moves_l3m_towards_the_band_and_checkpoints():
     for k, v in exp.models['l3m'].state_dict().items(): assert torch.equal(v, exp2.models['l3m'].state_dict()[k])
     ev = exp.evaluate()
     assert set(f'nll_{n}' for n in ('sft', 'l3m')) <= set(ev)
+
+
+# -- real text ----------------------------------------------------------------------------------------------------
+def test_load_text_and_text_task_on_tiny_shakespeare(shared_data):
+    path = shared_data / 'text' / 'tinyshakespeare.txt'
+    if not path.exists(): pytest.skip(f'no {path}')
+    text = L.load_text(path, min_chars=100)
+    assert len(text) > 10**6 and text.startswith('First Citizen:')
+    task = L.TextTask(text, context_len=32, max_len=48)
+    assert task.vocab.chars == sorted(set(text)) and task.vocab_size == 4 + len(set(text))
+    assert task.vocab.decode(task.vocab.encode(text[:500])) == text[:500]
+    held = set(task.starts[task.n_train:].tolist())
+    assert held and held.isdisjoint(task.starts[:task.n_train].tolist())
+    for split in ('train', 'heldout'):
+        pr, rs, ln = task.sample(200, np.random.default_rng(0), split=split)
+        assert pr.shape == (200, 34) and rs.shape == (200, 49) and 1 <= ln.min() and ln.max() <= 48
+        assert (rs.gather(1, ln[:, None]) == L.EOS).all()
+        for p, r, n in zip(pr[:20], rs[:20], ln[:20]):
+            line = task.decode(r)
+            assert len(line) == n and task.decode(p[1:-1]) + line + '\n' in text and '\n' not in line
+    exp = L.make_experiment('quick', seed=0, data_path=str(path), pretrain_steps=2, steps=1, methods=('l3m',),
+                            eval_samples=16, n_heldout=16)
+    assert isinstance(exp.task, L.TextTask) and exp.models['l3m'].head.out_features == task.vocab_size
+
+
+@pytest.mark.parametrize('content, problem', [
+    (b'', 'is empty'), (b' \n\t\n', 'only whitespace'), (b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR', 'binary'),
+    ('caf\u00e9 au lait\n'.encode('latin-1'), 'not UTF-8'), (b'too short\n', 'too short')])
+def test_load_text_broken_files(tmp_path, content, problem):
+    p = tmp_path / 'corpus.txt'
+    p.write_bytes(content)
+    with pytest.raises(ValueError, match=problem) as e: L.load_text(p, min_chars=50)
+    assert 'corpus.txt' in str(e.value)
+
+
+def test_load_text_missing_and_folder_and_line_endings(tmp_path):
+    with pytest.raises(ValueError, match='no such file'): L.load_text(tmp_path / 'nope.txt')
+    with pytest.raises(ValueError, match='not a file'): L.load_text(tmp_path)
+    p = tmp_path / 'crlf.txt'
+    p.write_bytes('\ufeffa\r\nb\rc\n'.encode('utf-8'))
+    assert L.load_text(p) == 'a\nb\nc\n'
+
+
+def test_text_task_bad_input_and_experiment_on_a_small_file(tmp_path):
+    with pytest.raises(ValueError, match='at least 2'): L.TextTask('x' * 500, context_len=8, max_len=48)
+    with pytest.raises(ValueError, match='context_len'): L.TextTask('ab\ncd\n', context_len=0)
+    task = L.TextTask('ab\ncd\nef\n' * 10, context_len=4, max_len=8)
+    with pytest.raises(ValueError, match='split'): task.sample(2, np.random.default_rng(0), split='test')
+    with pytest.raises(ValueError, match='vocabulary'): task.vocab.encode('Q')
+    with pytest.raises(ValueError, match='data_path'): L.make_experiment('quick', data_path='')
+    short = tmp_path / 'short.txt'
+    short.write_text('a few words\n' * 5, encoding='utf-8')
+    with pytest.raises(ValueError, match=r'short\.txt.*too short'): L.make_experiment('quick', data_path=str(short))
+    ok = tmp_path / 'lines.txt'
+    ok.write_text(''.join(f'line number {i} {"x" * (i % 20)}\n' for i in range(200)), encoding='utf-8')
+    exp = L.make_experiment('quick', seed=0, data_path=str(ok), pretrain_steps=3, steps=2, methods=('sft', 'l3m'),
+                            band=(5.0, 10.0), eval_samples=16, n_heldout=16)
+    assert math.isnan(exp.evaluate()['lam_hi_l3m'])                     # before fine-tuning: no multiplier yet
+    hist = exp.run()
+    assert len(hist) == 5 and hist[-1]['lam_hi_l3m'] > 0
+    ev = exp.evaluate()
+    assert math.isfinite(ev['nll_l3m']) and 0 <= ev['len_l3m'] <= 48
+    assert len(exp.snapshot()['sample_lengths']['l3m']) == len(exp.snapshot()['samples']['l3m'])
