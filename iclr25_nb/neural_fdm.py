@@ -879,7 +879,9 @@ def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: st
         else:
             traces.append(go.Scatter3d(x=target[:, 0], y=target[:, 1], z=target[:, 2], mode='markers',
                                        marker=dict(size=2, color='grey'), name='target'))
-    traces.append(go.Scatter3d(x=pts[..., 0].ravel(), y=pts[..., 1].ravel(), z=pts[..., 2].ravel(), mode='lines',
+    # None, not NaN, between the segments: Panel resends an array with a NaN on every redraw (NaN != NaN)
+    xyz = [np.where(np.isnan(a), None, a).tolist() for a in pts.reshape(-1, 3).T]
+    traces.append(go.Scatter3d(x=xyz[0], y=xyz[1], z=xyz[2], mode='lines',
                                line=dict(color=col, colorscale='RdBu_r', cmin=-fmax, cmax=fmax, width=5,
                                          colorbar=dict(title='force', len=0.6, x=0.92, thickness=12)),
                                name='network'))
@@ -1139,44 +1141,77 @@ def tower_figure(snap: dict, ring_scale=0.8, ring_twist=10.0, fig_height: int = 
                           height=fig_height)
 
 
-def _cached(cache, name: str, inputs: tuple, step: int, every_s: float, make):
+def _cached(cache, name: str, inputs: tuple, step: int, every_s: float, make, keep=None, defer: bool = False):
     """`make()` if `inputs` changed, or the step changed and `every_s` seconds passed since the last draw; else the
-    figure drawn last time (so that training ticks do not redraw heavy figures)."""
+    figure drawn last time (so that training ticks do not redraw heavy figures). A redraw that is only due to time
+    is put off when `defer`, and `keep(old, new)` may hand back a figure that reuses the old one's data (what the
+    browser need not be sent again)."""
     if cache is None: return make()
     now, hit = time.monotonic(), cache.get(name)
-    if hit is not None and hit['inputs'] == inputs and (hit['step'] == step or now - hit['t'] < every_s):
-        return hit['fig']
-    fig = make()
-    cache[name] = {'inputs': inputs, 'step': step, 't': now, 'fig': fig}
+    same = hit is not None and hit['inputs'] == inputs
+    if same and (hit['step'] == step or now - hit['t'] < every_s or defer): return hit['fig']
+    made = make()
+    fig = keep(hit['fig'], made) if same and keep is not None else made
+    cache[name] = {'inputs': inputs, 'step': step, 't': now, 'fig': fig, 'sent': now if fig is made else None}
     return fig
+
+
+def _network_trace(fig):
+    return next((t for t in fig.data if t.name == 'network'), None)
+
+
+def _keep_unmoved(old, new, tol: float = 0.01):
+    """`new`, or, when its network moved by under `tol` of the scene's span and its forces by under 5 %, a figure with
+    `old`'s traces and `new`'s layout (its title): the browser is then sent the title, not the 3D scene again."""
+    import plotly.graph_objects as go
+    a, b = _network_trace(old), _network_trace(new)
+    if a is None or b is None or len(a.x) != len(b.x) or len(old.data) != len(new.data): return new
+    pa, pb = (np.asarray([t.x, t.y, t.z], float) for t in (a, b))
+    span = max(float(np.nanmax(pb) - np.nanmin(pb)), 1e-9)
+    ca, cb = np.asarray(a.line.color, float), np.asarray(b.line.color, float)
+    fmax = max(float(np.nanmax(np.abs(cb))), 1e-12)
+    if np.nanmax(np.abs(pa - pb)) > tol * span or np.nanmax(np.abs(ca - cb)) > 0.05 * fmax: return new
+    return go.Figure(data=old.data, layout=new.layout)
+
+
+def _thin(history: list, points: int = 200) -> list:
+    "At most about `points` entries of a history, the last one kept (the curves need no more than that live)."
+    if len(history) <= points: return history
+    return history[::-(-len(history) // points)] + [history[-1]]
 
 
 def neural_fdm_render(snap, history, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baseline=False, ring_scale=0.8,
                       ring_twist=10.0, cache: dict | None = None, slow_s: float = 3.0, fig_height: int = 440) -> dict:
     """Figures of the explorer from a snapshot: the 3D designer and tower panel, a q histogram, training curves.
-    With a `cache` dict a figure is redrawn at once when its own controls move, and while training at most every
-    `slow_s` seconds (3D scenes) or every second (histogram, curves)."""
+    With a `cache` dict a figure is redrawn at once when its own controls move, and while training (`slow_s` > 0)
+    at most every `slow_s` seconds (3D scenes; only when the network visibly moved, else just the title) or every
+    2 s (histogram, curves), never a 3D scene and the 2D figures in the same refresh."""
     import plotly.graph_objects as go
     from iclr25_nb.live import curves_figure, figure
     step, keys = snap['step'], [k for k in ('nn', 'pinn') if k in snap['weights']]
     run = tuple(sorted(snap['config'].items()))                          # a new run redraws everything
     shell = (height, bulge, lift, load, baseline)
+    t0 = time.monotonic()
+    keep = _keep_unmoved if slow_s > 0 else None
     figs = {'design': _cached(cache, 'design', (run, shell), step, slow_s,
-                              lambda: shell_figure(snap, *shell, fig_height=fig_height, cache=cache)),
+                              lambda: shell_figure(snap, *shell, fig_height=fig_height, cache=cache), keep),
             'tower': _cached(cache, 'tower', (run, ring_scale, ring_twist), step,
                              slow_s if snap['config']['task'] == 'tower' else math.inf,
                              lambda: tower_figure(snap, ring_scale, ring_twist, fig_height=fig_height,
-                                                  cache=cache))}
+                                                  cache=cache), keep)}
+    defer = slow_s > 0 and cache is not None and any((cache[k]['sent'] or 0) >= t0 for k in ('design', 'tower'))
+    every = min(slow_s, 2.0)                                              # a 3D scene goes out: 2D figures wait
     live = np.asarray(snap['live'], bool) if 'live' in snap else np.ones(len(snap['q']), bool)
-    figs['q'] = _cached(cache, 'q', run, step, min(slow_s, 1.0), lambda: figure(
+    figs['q'] = _cached(cache, 'q', run, step, every, lambda: figure(
         go.Histogram(x=np.asarray(snap['q'])[live], nbinsx=40), title='force densities q of test shell 0',
-        xaxis_title='q', yaxis_title='edges', height=fig_height))
-    n = len(history)
-    figs['curves'] = _cached(cache, 'curves', run, n, min(slow_s, 1.0), lambda: curves_figure(
-        history, ['shape'] + [f'{k}_shape' for k in keys], 'training shape error', log_y=True, height=fig_height))
-    figs['residual'] = _cached(cache, 'residual', run, n, min(slow_s, 1.0), lambda: curves_figure(
-        history, ['residual'] + [f'{k}_residual' for k in keys], 'residual ‖R_free‖ (FormFinder ≈ 0)', log_y=True,
-        height=fig_height))
+        xaxis_title='q', yaxis_title='edges', height=fig_height), defer=defer)
+    n, h = len(history), _thin(history) if slow_s > 0 else history
+    figs['curves'] = _cached(cache, 'curves', run, n, every, lambda: curves_figure(
+        h, ['shape'] + [f'{k}_shape' for k in keys], 'training shape error', log_y=True, height=fig_height),
+        defer=defer)
+    figs['residual'] = _cached(cache, 'residual', run, n, every, lambda: curves_figure(
+        h, ['residual'] + [f'{k}_residual' for k in keys], 'residual ‖R_free‖ (FormFinder ≈ 0)', log_y=True,
+        height=fig_height), defer=defer)
     return figs
 
 
@@ -1205,7 +1240,11 @@ def explorer(autostart: bool = False, **config):
     shown: dict = {}
     def render(snap, history, **view):                # throttled only while training runs (not in replays)
         running = 'view' in shown and shown['view'].trainer.status == 'running'
-        return neural_fdm_render(snap, history, cache=cache, slow_s=5.0 if running else 0.0, **view)
+        figs = neural_fdm_render(snap, history, cache=cache, slow_s=5.0 if running else 0.0, **view)
+        last, cache['shown'] = cache.get('shown', {}), dict(figs)
+        # while training, leave out the figures its panes show already: handing a pane the same figure again makes
+        # the browser draw it again (3D scenes too), once a second
+        return {k: f for k, f in figs.items() if not (running and last.get(k) is f)}
     shown['view'] = LiveView(make, render, controls, view_controls=view_controls, title='Neural FDM: shell designer',
                              autostart=autostart, ncols=2, figure_height=460, period_ms=1000,   # the 3D scenes are heavy to ship
                              description='FormFinder (encoder + force-density solver) trains on random Bézier '

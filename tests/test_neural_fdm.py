@@ -407,6 +407,26 @@ def test_render_needs_only_the_snapshot():
     assert figs['q'].data[0].x is not None
 
 
+def test_live_redraws_send_only_what_changed():
+    """While training: a refresh at the same step redraws nothing, a design that did not visibly move keeps its
+    traces (only the title goes out), and the network has no NaN (Panel resends an array holding NaN every time)."""
+    import plotly.graph_objects as go
+    from iclr25_nb.neural_fdm import _keep_unmoved, neural_fdm_render
+    exp = make_experiment(test_size=2, batch_size=2, width=16)
+    hist = [{'step': i + 1, **h} for i, h in enumerate(exp.run(2))]
+    snap, cache = exp.snapshot(), {}
+    a = neural_fdm_render(snap, hist, cache=cache, slow_s=5.0)
+    net = next(t for t in a['design'].data if t.name == 'network')
+    assert None in net.x and not np.isnan(np.asarray([v for v in net.x if v is not None], float)).any()
+    b = neural_fdm_render(snap, hist, cache=cache, slow_s=5.0)
+    assert all(b[k] is a[k] for k in a)
+    new = go.Figure(a['design']); new.update_layout(title='later')
+    kept = _keep_unmoved(a['design'], new)
+    assert kept.layout.title.text == 'later' and kept.data[1].x == a['design'].data[1].x
+    moved = go.Figure(new); moved.data[1].x = tuple(None if v is None else v + 1.0 for v in net.x)
+    assert _keep_unmoved(a['design'], moved) is moved
+
+
 def test_ablation_removes_the_physics():
     "decoder='mlp' (the --ablate switch): the model's outputs are no longer in equilibrium."
     exp = make_experiment(decoder='mlp', test_size=4, batch_size=4, width=16)
