@@ -816,7 +816,7 @@ def layer_grades(model: Fengbo, inputs) -> dict:
 
 make_experiment = FengboExperiment.from_preset
 
-# %% ../nbs/23_fengbo.ipynb #0ae288a8
+# %% ../nbs/23_fengbo.ipynb #cc82c722
 def rotate_conv(conv: CliffordConv3d, quarter_turns: int = 1) -> CliffordConv3d:
     "A copy of `conv` with its kernel turned like a field: w'(delta) = V w(R^-1 delta) V~, bias b' = V b V~."
     import copy
@@ -869,26 +869,6 @@ def captured_inputs(model: nn.Module, inputs, kind=CliffordConv3d) -> list:
     finally:
         for h in hooks: h.remove()
     return found
-
-
-# Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed beside each), then frozen.
-P_VS_MEAN_MAX = 0.8       # test relL2(p), Fengbo / mean field (seeds 0-2: 0.694, 0.611, 0.575; ablated 0.928)
-P_VS_REAL_MAX = 1.1       # test relL2(p), Fengbo / real CNN+FNO (0.983, 0.892, 0.910; ablated 1.31)
-U_VS_MEAN_MAX = 0.97      # test relL2(u), Fengbo / mean field (0.910, 0.917, 0.908; ablated 1.17)
-OOD_VS_MEAN_MAX = 0.7     # unseen aspect ratios: relL2(p), Fengbo / mean field (0.631, 0.611, 0.619; ablated 0.758)
-COVARIANCE_MAX = 1e-4     # trained Clifford convs, max relative covariance error (2.6e-7 on seeds 0-2; ablated 1.62)
-PAPER_PARAMS = (40.5e6, 43e6)   # the paper: "42M parameters"
-NOTES = [
-    "Data: exact potential flow (inviscid, irrotational, no wake or separation) past rotated ellipsoids instead of "
-    "RANS flow past ShapeNet cars (not obtainable here); much simpler than the paper's flows.",
-    "Scale: a 16^3 grid (paper 80^3), 64 training geometries (paper 500), Fengbo-small (hidden 4, modes 4, kernel "
-    "3, about 0.14 M parameters; paper hidden 25, modes 8, kernel 5, 41 M), 150 Adam steps at lr 3e-3 (paper 100 "
-    "epochs at 1e-4 with ReduceLROnPlateau).",
-    "Surface and volume points share the fixed box [-1, 1]^3 for voxelisation (the official script uses per-sample, "
-    "per-set boxes); the first point per voxel wins, as there.",
-    "The spectral layer takes the correct corner of the modes where cliffordlayers 0.1.1 copies a wrong block "
-    "(output_mul[:, :, :-m:] for the (-, +, -) corner).",
-]
 
 # %% ../nbs/23_fengbo.ipynb #39fc5a1e
 # Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed beside each), then frozen.
