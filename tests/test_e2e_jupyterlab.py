@@ -62,10 +62,9 @@ def _api(url, method='GET'):
 
 
 def _shutdown_kernels(lab, pg):
-    """End every kernel before the next case. A kernel still training floods the server with comm messages, and in CI
-    a server that busy did not answer the shutdown request within 30 s, so kernels piled up and the next page never
-    loaded. So: leave the page (its websockets close), kill the kernel processes (children of the server), then
-    tell the server, which answers quickly once nothing trains."""
+    """End every kernel before the next case. The server once refused the API's DELETE (no xsrf cookie) and, busy,
+    answered late: kernels piled up, all training, and in CI the next page never loaded. So: leave the page (its
+    websockets close), kill the kernel processes (children of the server), then tell the server."""
     base, _, proc = lab
     try: pg.goto('about:blank', timeout=30000)
     except Exception as e: print(f"leaving the page failed: {type(e).__name__}")
