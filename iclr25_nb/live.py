@@ -115,7 +115,7 @@ def schedule_release_memory(delay_s: float = 2.0):
         release_memory()
     IOLoop.current().call_later(delay_s, run)
 
-# %% ../nbs/01_live.ipynb #22feff2d
+# %% ../nbs/01_live.ipynb #e77c4d8b
 def _end_reason(t: BackgroundTrainer) -> str:
     if t.status == 'done':
         if t.experiment.done: return f"reached steps={t.experiment.max_steps}"
@@ -308,8 +308,8 @@ class LiveView:
         if not force and (key == self._last_drawn or time.monotonic() < self._next_draw): return False
         t0 = time.monotonic()
         figs = self._render()
-        for k, f in figs.items():
-            if k in self.panes: self.panes[k].object = f
+        for k, f in figs.items():   # a figure render hands back unchanged (a cache) is not sent to the browser again
+            if k in self.panes and self.panes[k].object is not f: self.panes[k].object = f
         self._last_drawn = key
         # the event loop answers clicks between drawings: all views together draw at most half of the time
         self._next_draw = time.monotonic() + 2 * (time.monotonic() - t0) * max(1, len(LiveView._drawing))
@@ -396,7 +396,7 @@ def demo_explorer(steps: int = 100_000, delay: float = 0.01, autostart: bool = F
                     description='Not a paper: the core contract at work. Start, pause, stop; change a setting and '
                                 'press New run; kick the slope and watch it come back.')
 
-# %% ../nbs/01_live.ipynb #65ed11bc
+# %% ../nbs/01_live.ipynb #50bb2a3e
 def static_figures(view: LiveView, steps: int = 20, timeout: float = 600.0) -> dict[str, go.Figure]:
     "Run `view`'s trainer for `steps` steps (or `timeout` seconds), then close the view; its figures at the end."
     t = view.trainer
@@ -411,7 +411,7 @@ def static_figures(view: LiveView, steps: int = 20, timeout: float = 600.0) -> d
         view.close()
     return {k: go.Figure(f) for k, f in figs.items()}
 
-# %% ../nbs/01_live.ipynb #bade74b0
+# %% ../nbs/01_live.ipynb #f3d80b10
 def record(view: LiveView, steps: int = 100, frames: int = 20) -> list[tuple[int, dict[str, go.Figure]]]:
     """Train `view`'s experiment for `steps` steps in this thread, drawing `frames` + 1 times (step 0 included)
     with the view's `render`; [(step, figures)]. The view's trainer must not have started."""

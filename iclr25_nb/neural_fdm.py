@@ -849,7 +849,7 @@ class NeuralFDMExperiment(Experiment):
 
 make_experiment = NeuralFDMExperiment.from_preset
 
-# %% ../nbs/28_neural_fdm.ipynb #1236eca7
+# %% ../nbs/28_neural_fdm.ipynb #eb634d65
 def _aspect(x: np.ndarray) -> dict:
     "A 3D scene's aspect: the data's proportions, with no axis over twice the longest of the others (towers)."
     span = np.maximum(np.ptp(np.asarray(x, float), axis=0), 1e-9)
@@ -1057,7 +1057,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         if overrides: report.meta['overrides'] = overrides
     return report
 
-# %% ../nbs/28_neural_fdm.ipynb #72f71c7a
+# %% ../nbs/28_neural_fdm.ipynb #3d31b6c3
 def _view_models(snap: dict, cache: dict | None = None) -> dict:
     """CPU models rebuilt from a snapshot's config and weights; with a view's `cache` dict they are built once per
     config and their weights loaded once per snapshot."""
@@ -1240,11 +1240,8 @@ def explorer(autostart: bool = False, **config):
     shown: dict = {}
     def render(snap, history, **view):                # throttled only while training runs (not in replays)
         running = 'view' in shown and shown['view'].trainer.status == 'running'
-        figs = neural_fdm_render(snap, history, cache=cache, slow_s=5.0 if running else 0.0, **view)
-        last, cache['shown'] = cache.get('shown', {}), dict(figs)
-        # while training, leave out the figures its panes show already: handing a pane the same figure again makes
-        # the browser draw it again (3D scenes too), once a second
-        return {k: f for k, f in figs.items() if not (running and last.get(k) is f)}
+        # figures the cache hands back unchanged are not sent again (LiveView keeps a pane's identical figure)
+        return neural_fdm_render(snap, history, cache=cache, slow_s=5.0 if running else 0.0, **view)
     shown['view'] = LiveView(make, render, controls, view_controls=view_controls, title='Neural FDM: shell designer',
                              autostart=autostart, ncols=2, figure_height=460, period_ms=1000,   # the 3D scenes are heavy to ship
                              description='FormFinder (encoder + force-density solver) trains on random Bézier '
