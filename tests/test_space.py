@@ -242,9 +242,10 @@ def test_local_llm_real_model():
 
 
 def test_images_are_dropped_for_text_models():
-    from iclr25_nb.space import _message, _text_only
+    from iclr25_nb.llm import text_only
+    from iclr25_nb.space import _message
     msg = _message('hello', np.zeros((2, 2, 3), np.uint8))
-    assert _text_only([msg]) == [{'role': 'user', 'content': 'hello'}]
+    assert text_only([msg]) == [{'role': 'user', 'content': 'hello'}]
 
 
 def test_form_board_against_rot90_masks():
