@@ -106,6 +106,7 @@ def _dismiss_dialogs(pg):
     for _ in range(5):
         dialog = pg.locator('.jp-Dialog')
         if dialog.count() == 0: return
+        print('dialog:', ' '.join(dialog.first.inner_text().split())[:200])
         accept = dialog.locator('button.jp-mod-accept')
         if accept.count(): accept.first.click()
         else: pg.keyboard.press('Escape')
@@ -215,6 +216,18 @@ def _explorer_case(lab, browser, name, stem):
         _shutdown_kernels(lab, pg)
 
 
+def _saved_code_cells(pg, path: Path) -> list:
+    "Save the open notebook (Control+S) and return its code cells as written to disk."
+    before = path.stat().st_mtime
+    pg.keyboard.press('Escape'); pg.keyboard.press('Control+s')
+    for _ in range(60):
+        if path.stat().st_mtime != before: break
+        time.sleep(0.25)
+    time.sleep(0.5)
+    try: return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == 'code']
+    except Exception: return []                       # caught mid-write: the next round reads it
+
+
 def _paper_notebook(name):
     found = sorted((ROOT / 'nbs').glob(f'[0-9][0-9]_{name}.ipynb'))
     return found[0] if found else None
@@ -235,28 +248,26 @@ def test_paper_notebook_runs_all_in_jupyterlab(lab, browser, name):
         _open(pg, base, src.name)
         pg.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first.click()   # markdown cells hide their editor
         for _ in range(5):                                   # Run ▸ Run All Cells (retry while the kernel connects)
+            _dismiss_dialogs(pg)
             pg.keyboard.press('Escape')
             pg.locator('.lm-MenuBar-itemLabel:text-is("Run")').click()
             pg.locator('.lm-Menu-item:has-text("Run All Cells")').first.click()
             try: pg.wait_for_selector('.jp-InputPrompt:text-matches("\\\\[(\\\\*|\\\\d+)\\\\]")', timeout=5000); break
             except Exception: pass
-        idle_since = None
-        while True:                                          # done: kernel idle and no cell queued for 3 s
-            assert time.monotonic() - t0 < 900, f"{name}: Run All did not finish within 15 min"
-            busy = pg.locator('.jp-InputPrompt:has-text("[*]")').count() or \
-                pg.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').count() == 0
+        # JupyterLab renders only the cells near the viewport, so the page cannot say which cells ran: save every
+        # 10 s and read the file. Done when the last code cell has run; stopped when the kernel (asked over the
+        # REST API, not the page) stays idle for 20 s with cells left; an error output ends Run All too.
+        idle_since, cells = None, []
+        while True:
+            assert time.monotonic() - t0 < 1500, f"{name}: Run All did not finish within 25 min"
+            time.sleep(10)
+            cells = _saved_code_cells(pg, root / src.name)
+            if cells and cells[-1].get('execution_count') is not None: break
+            if any(o.get('output_type') == 'error' for c in cells for o in c.get('outputs', [])): break
+            busy = any(k.get('execution_state') != 'idle' for k in _api(f'{base}/api/kernels') or [])
             idle_since = None if busy else (idle_since or time.monotonic())
-            if idle_since and time.monotonic() - idle_since > 3: break
-            time.sleep(0.5)
+            if idle_since and time.monotonic() - idle_since > 20: break
         took = time.monotonic() - t0
-        # JupyterLab renders only the cells near the viewport: read the saved notebook, not the page
-        saved = (root / src.name).stat().st_mtime
-        pg.keyboard.press('Escape'); pg.keyboard.press('Control+s')
-        for _ in range(120):
-            if (root / src.name).stat().st_mtime != saved: break
-            time.sleep(0.5)
-        time.sleep(1)
-        cells = [c for c in nbformat.read(root / src.name, as_version=4).cells if c.cell_type == 'code']
         unrun = [i for i, c in enumerate(cells) if c.get('execution_count') is None]
         errors = [f"cell {i}: " + '\n'.join(o.get('traceback', [o.get('text', '')]))[-3000:]
                   for i, c in enumerate(cells) for o in c.get('outputs', [])

@@ -106,3 +106,42 @@ def test_notebooks_have_no_outputs():
         cells = json.loads(nb.read_text())['cells']
         dirty = [i for i, c in enumerate(cells) if c['cell_type'] == 'code' and (c.get('outputs') or c.get('execution_count'))]
         assert not dirty, f"{nb.name}: cells {dirty} have outputs; run nbdev_clean"
+
+
+def _names(source: str) -> set:
+    "The identifiers in `source`'s code (comments and strings left out)."
+    import io, tokenize
+    try: return {t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.NAME}
+    except (tokenize.TokenError, IndentationError, SyntaxError): return set()
+
+
+def _defined(source: str) -> set:
+    import ast
+    try: tree = ast.parse(source)
+    except SyntaxError: return set()
+    out = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)): out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(t, ast.Name): out.add(t.id)
+    return out
+
+
+def test_reproduce_runs_top_to_bottom():
+    """A notebook calls `reproduce` only after everything it needs is defined: run top to bottom (Run All in
+    JupyterLab) the library's functions are the notebook's cells, and a figure defined below the call is a NameError
+    that nbdev_test, which skips the slow cell, never sees."""
+    late = {}
+    for nb in sorted((ROOT / 'nbs').glob('[1-9][0-9]_*.ipynb')):
+        code = [''.join(c['source']) for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code']
+        exported = [s.lstrip().startswith('#| export') for s in code]
+        calls = [i for i, s in enumerate(code) if not exported[i] and 'reproduce(' in s and '#| eval: false' not in s]
+        if not calls: continue
+        i = calls[0]
+        after = set().union(*(_defined(s) for s, e in zip(code[i + 1:], exported[i + 1:]) if e))
+        before = set().union(*(_defined(s) for s, e in zip(code[:i], exported[:i]) if e))
+        used = set().union(*(_names(s) for s, e in zip(code[:i], exported[:i]) if e))
+        missing = sorted((used & after) - before)
+        if missing: late[nb.name] = missing
+    assert not late, f"reproduce is called before these are defined (move the call below them): {late}"
