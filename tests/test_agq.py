@@ -1,0 +1,225 @@
+"Properties of iclr25_nb.agq: affinities, connected components, VOI / ARAND, matching, losses, stitching, bad input."
+import numpy as np
+import pytest
+import torch
+
+from iclr25_nb import agq
+
+
+@pytest.fixture(scope='module')
+def volume():
+    return agq.make_em_volume((6, 32, 32), seed=3)
+
+
+def _relabel(labels, seed=0):
+    ids = np.unique(labels)
+    perm = np.random.default_rng(seed).permutation(ids[ids != 0])
+    lut = np.zeros(ids.max() + 1, np.int64); lut[ids[ids != 0]] = perm + 100
+    return lut[labels]
+
+
+# ---- data and affinities
+
+def test_generator_seeded_and_connected(volume):
+    raw, labels, aff = volume
+    raw2, labels2, _ = agq.make_em_volume((6, 32, 32), seed=3)
+    np.testing.assert_array_equal(labels, labels2); np.testing.assert_array_equal(raw, raw2)
+    assert raw.shape == labels.shape == aff.shape[1:] and aff.shape[0] == 3 and np.isfinite(raw).all()
+    np.testing.assert_array_equal(agq.relabel_connected(labels), labels)     # every id one 6-connected piece
+    assert labels.min() >= 1                                                  # dense labels
+
+
+def test_membranes_only_on_boundaries(volume):
+    raw, labels, _ = volume
+    inner = agq.erode_labels(labels, 1)
+    interior = np.ones(labels.shape, bool)
+    for ax in (1, 2):
+        d = np.diff(labels, axis=ax) != 0
+        lo = [slice(None)] * 3; hi = [slice(None)] * 3; lo[ax] = slice(0, -1); hi[ax] = slice(1, None)
+        interior[tuple(lo)] &= ~d; interior[tuple(hi)] &= ~d
+    np.testing.assert_array_equal(inner == 0, ~interior)                      # eroded voxels = boundary voxels
+
+
+def test_affinity_exact_and_invariant(volume):
+    _, labels, _ = volume
+    aff = agq.seg_to_affinity(labels)
+    assert aff.shape == (3,) + labels.shape
+    assert (aff[0, 0] == 0).all() and (aff[1, :, 0] == 0).all() and (aff[2, :, :, 0] == 0).all()
+    np.testing.assert_array_equal(aff[2, :, :, 1:], labels[:, :, 1:] == labels[:, :, :-1])
+    np.testing.assert_array_equal(agq.seg_to_affinity(_relabel(labels)), aff)
+    lab0 = labels.copy(); lab0[:, 5] = 0
+    a0 = agq.seg_to_affinity(lab0)
+    assert (a0[1, :, 5] == 0).all() and (a0[1, :, 6] == 0).all()             # edges touching background are 0
+
+
+def test_cc_of_gt_affinity_recovers_labels(volume):
+    _, labels, _ = volume
+    cc = agq.affinity_to_cc(agq.seg_to_affinity(labels), 0.5, mode='edges')
+    assert agq.voi(labels, cc) == (0.0, 0.0) and agq.arand(labels, cc) == 0.0
+    seeds = agq.affinity_to_cc(agq.seg_to_affinity(agq.erode_labels(labels)), 'mean', min_area=5)
+    assert seeds.max() > 0 and np.bincount(seeds.ravel())[1:].min() > 5
+    major = sum(np.bincount(labels[seeds == k]).max() for k in range(1, seeds.max() + 1))
+    assert major / (seeds > 0).sum() > 0.9             # seeds lie inside neurons (z-contacts may join a few)
+
+
+# ---- metrics
+
+def test_voi_axioms():
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.integers(0, 5, (4, 8, 8)) for _ in range(3))
+    assert agq.voi(a, a) == (0.0, 0.0)
+    assert agq.voi(a, _relabel(b)) == pytest.approx(agq.voi(a, b), abs=1e-12)
+    assert agq.voi(b, a) == pytest.approx(agq.voi(a, b)[::-1], abs=1e-12)
+    d = lambda x, y: sum(agq.voi(x, y))
+    assert d(a, c) <= d(a, b) + d(b, c) + 1e-12
+    merged = np.where(a == 1, 2, a)                                           # merge only: no split error
+    split, merge = agq.voi(a, merged)
+    assert split == pytest.approx(0, abs=1e-12) and merge > 0
+    split, merge = agq.voi(merged, a)                                         # split only
+    assert merge == pytest.approx(0, abs=1e-12) and split > 0
+
+
+def test_metrics_match_skimage():
+    metrics = pytest.importorskip('skimage.metrics')
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        gt, seg = rng.integers(0, 6, (3, 10, 10)), rng.integers(0, 4, (3, 10, 10))
+        np.testing.assert_allclose(agq.voi(gt, seg), metrics.variation_of_information(gt, seg), atol=1e-9)
+        assert agq.arand(gt, seg) == pytest.approx(metrics.adapted_rand_error(gt, seg)[0], abs=1e-9)
+    assert 0 <= agq.arand(gt, seg) <= 1 and agq.arand(gt, _relabel(gt)) == pytest.approx(0, abs=1e-12)
+
+
+# ---- method
+
+def test_masked_average_pool_closed_form():
+    G = torch.randn(5, 2, 4, 4)
+    masks = torch.zeros(2, 2, 4, 4); masks[0, :, :2] = 1; masks[1, 1, 3, 3] = 1
+    q = agq.masked_average_pool(G.flatten(1), masks.flatten(1))
+    torch.testing.assert_close(q[0], G[:, :, :2].mean((1, 2, 3)))
+    torch.testing.assert_close(q[1], G[:, 1, 3, 3])
+
+
+def test_queries_count_and_fallback():
+    gen = agq.AffinityGuidedQueries(dim=4, num_agq=3, num_lq=2, min_area=2)
+    gen.eval()
+    lab = np.zeros((2, 12, 12), np.int64); lab[:, :5, :5] = 1; lab[:, 7:, 7:] = 2; lab[:, :5, 7:] = 3
+    lab[:, 7:, :5] = 4
+    aff = torch.as_tensor(agq.seg_to_affinity(lab))
+    q, n, seeds = gen(torch.randn(4, 2, 12, 12), aff)
+    assert n == 3 and q.shape == (5, 4)                                       # min(#CC = 4, num_agq = 3) + 2
+    q, n, _ = gen(torch.randn(4, 2, 12, 12), torch.zeros(3, 2, 12, 12))
+    assert n == 0 and q.shape == (2, 4)                                       # no component: learnable only
+
+
+def test_model_forward_softmax():
+    torch.manual_seed(0)
+    model = agq.AGQ(num_agq=4, num_lq=3).eval()
+    raw, labels, _ = agq.make_em_volume((4, 32, 32), seed=0)
+    out = model(torch.as_tensor(agq.normalise(raw))[None, None])
+    assert len(out['stages']) == 3 and out['aff'].shape == (3, 4, 16, 16)
+    for logits in out['stages']:
+        assert logits.shape[0] == out['n_agq'] + 3 + 1
+        torch.testing.assert_close(logits.softmax(0).sum(0), torch.ones(logits.shape[1:]))
+    seg = agq.masks_to_segmentation(out['stages'][-1], raw.shape, min_area=0)
+    assert seg.shape == raw.shape
+
+
+def test_hungarian_permutation_and_perfect():
+    torch.manual_seed(0)
+    masks = torch.zeros(3, 1, 6, 6); masks[0, :, :3, :3] = 1; masks[1, :, 3:, :] = 1; masks[2, :, :3, 3:] = 1
+    logits = torch.randn(6, 1, 6, 6)
+    q, g = agq.hungarian_match(logits, masks)
+    assert len(set(q)) == len(q) == 3 and sorted(g) == [0, 1, 2]
+    perm = torch.tensor([0, 3, 1, 5, 2, 4])                                   # background stays first
+    q2, g2 = agq.hungarian_match(logits[perm], masks)
+    assert {(int(perm[int(a) + 1]) - 1, int(b)) for a, b in zip(q2, g2)} == {(int(a), int(b)) for a, b in zip(q, g)}
+    perfect = torch.cat([(1 - masks.sum(0, keepdim=True)) * 30, masks[[1, 0, 2]] * 30]) - 15
+    q, g = agq.hungarian_match(perfect, masks)
+    assert sorted(zip(q.tolist(), g.tolist())) == [(0, 1), (1, 0), (2, 2)]
+    p = perfect.flatten(1).softmax(0)[1:]
+    assert agq.dice_loss(p[q], masks.flatten(1)[g]) < 1e-3
+
+
+def test_gradcheck_dice_and_kernel_update():
+    p = torch.rand(2, 5, dtype=torch.float64, requires_grad=True)
+    t = torch.rand(2, 5, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x: agq.dice_loss(x, t), (p,))
+    torch.manual_seed(0)
+    upd = agq.KernelUpdate(4).double()
+    x, q = torch.randn(3, 4, dtype=torch.float64, requires_grad=True), torch.randn(3, 4, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda a: upd(a, q), (x,))
+
+
+def test_loss_finite_and_matches_queries():
+    torch.manual_seed(0)
+    model = agq.AGQ(num_agq=4, num_lq=4)
+    raw, labels, _ = agq.make_em_volume((4, 32, 32), seed=1)
+    out = model(torch.as_tensor(agq.normalise(raw))[None, None])
+    terms = agq.AGQLoss(samples=64)(out, torch.as_tensor(agq.erode_labels(labels)))
+    assert torch.isfinite(terms['loss']) and terms['matched'] == min(out['stages'][0].shape[0] - 1,
+                                                                     len(np.unique(agq.erode_labels(labels))) - 1)
+    terms['loss'].backward()
+    assert model.backbone.enc[0].conv1.weight.grad.abs().sum() > 0
+
+
+# ---- stitching and baselines
+
+def test_stitch_joins_segments_split_across_blocks(volume):
+    _, labels, _ = volume
+    block = (3, 16, 16)
+    split = np.zeros_like(labels); offset = 0
+    for z in (0, 3):
+        for y in (0, 16):
+            for x in (0, 16):
+                sl = (slice(z, z + 3), slice(y, y + 16), slice(x, x + 16))
+                piece = agq.relabel_connected(labels[sl]); split[sl] = piece + offset; offset += piece.max()
+    assert agq.voi(labels, split)[0] > 0.1                                    # the blocks split neurons
+    stitched = agq.stitch_blocks(split, agq.seg_to_affinity(labels), block)
+    assert sum(agq.voi(labels, stitched)) < 1e-9
+
+
+def test_watershed_baselines_on_gt_affinity(volume):
+    _, labels, _ = volume
+    aff = agq.seg_to_affinity(agq.erode_labels(labels)).astype(np.float32)
+    sk = agq.watershed_agglomerate(aff, [0.5], method='skimage')[0] if _has('skimage') else None
+    if sk is not None: assert sum(agq.voi(labels, sk)) < 0.5
+    if _has('waterz'):
+        wz = agq.watershed_agglomerate(agq.seg_to_affinity(labels), [0.5], method='waterz')[0]
+        assert sum(agq.voi(labels, wz)) < 1e-9                                # exact on dense GT affinities
+        wz = agq.watershed_agglomerate(aff, [0.5], method='waterz')[0]
+        assert wz.shape == labels.shape and wz.max() == labels.max()          # eroded: membrane voxels shared out
+
+
+def _has(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+# ---- bad input
+
+def test_bad_input():
+    with pytest.raises(ValueError, match='integers'): agq.seg_to_affinity(np.zeros((2, 3, 3)))
+    with pytest.raises(ValueError, match='shape'): agq.affinity_to_cc(np.zeros((2, 4, 4, 4)))
+    with pytest.raises(ValueError, match='NaN'): agq.affinity_to_cc(np.full((3, 2, 2, 2), np.nan))
+    with pytest.raises(ValueError, match='same shape'): agq.voi(np.zeros(4, int), np.zeros(5, int))
+    with pytest.raises(ValueError, match='radius'): agq.make_em_volume(radius=(5, 2))
+    with pytest.raises(ValueError, match='queries'): agq.AGQ(queries='bad')
+    with pytest.raises(ValueError, match='one volume'): agq.AGQ()(torch.zeros(2, 1, 4, 16, 16))
+    with pytest.raises(ValueError, match='volume'): agq.segment(np.zeros((4, 4)), agq.AGQ())
+    with pytest.raises(ValueError, match='num_lq'): agq.make_experiment('quick', queries='lq', num_lq=0)
+
+
+def test_load_volume_bad_files(tmp_path):
+    good = tmp_path / 'v.npz'
+    raw, labels, _ = agq.make_em_volume((4, 16, 16), seed=0)
+    np.savez(good, raw=raw, labels=labels)
+    r, l = agq.load_em_volume(good)
+    np.testing.assert_array_equal(l, labels)
+    bad = tmp_path / 'bad.npz'; np.savez(bad, raw=raw, labels=labels[:, :8])
+    with pytest.raises(ValueError, match='bad.npz'): agq.load_em_volume(bad)
+    nan = tmp_path / 'nan.npz'; r2 = raw.copy(); r2[0, 0, 0] = np.nan; np.savez(nan, raw=r2, labels=labels)
+    with pytest.raises(ValueError, match='NaN'): agq.load_em_volume(nan)
+    trunc = tmp_path / 'trunc.npz'; trunc.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(ValueError, match='trunc.npz'): agq.load_em_volume(trunc)
+    flt = tmp_path / 'flt.npz'; np.savez(flt, raw=raw, labels=labels + 0.5)
+    with pytest.raises(ValueError, match='integer'): agq.load_em_volume(flt)
