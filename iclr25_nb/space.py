@@ -15,8 +15,9 @@ __all__ = ['log', 'PAPER', 'QA_TASKS', 'NAV_TASKS', 'GAME_TASKS', 'TASKS', 'PRES
            'RandomAgent', 'CSWMLocationAgent', 'CSWMIdAgent', 'OracleAgent', 'shape_signature', 'SignatureAgent',
            'AllocentricAgent', 'GreedyAgent', 'ReplayAgent', 'map_from_walkthrough', 'MapAgent', 'PTTNet',
            'ptt_features', 'ptt_targets', 'LearnedPTTAgent', 'png_data_url', 'CallableAgent', 'llama_cpp_client',
-           'run_episode', 'score', 'evaluate', 'make_agent', 'open_arena', 'SpaceConfig', 'SpaceExperiment',
-           'scores_figure', 'learning_figure', 'reproduce', 'maze_figure', 'explorer_render', 'explorer']
+           'LikelihoodAgent', 'run_episode', 'score', 'evaluate', 'make_agent', 'open_arena', 'SpaceConfig',
+           'SpaceExperiment', 'scores_figure', 'learning_figure', 'reproduce', 'maze_figure', 'explorer_render',
+           'explorer']
 
 # %% ../nbs/22_space.ipynb #4c3f86b9
 import base64
@@ -1181,7 +1182,7 @@ class CallableAgent(Agent):
         self.history.append({'role': 'assistant', 'content': reply})
         return reply
 
-# %% ../nbs/22_space.ipynb #bab0b05d
+# %% ../nbs/22_space.ipynb #f11c6c8c
 def llama_cpp_client(model_path: str | None = None, n_ctx: int = 4096, max_tokens: int = 64, threads: int = 2,
                      chat: bool | None = None):
     """`client(messages) -> text` running a GGUF model in-process with llama-cpp-python (default: Gemma 3 270M from
@@ -1200,7 +1201,20 @@ def llama_cpp_client(model_path: str | None = None, n_ctx: int = 4096, max_token
         except (ValueError, RuntimeError, KeyError, IndexError) as e:   # too long for the context, model errors
             log.info("llama_cpp_client: %s", e)
             return ''
+    client.model = model
     return client
+
+
+class LikelihoodAgent(Agent):
+    """A local model asked as a forced choice: each option's number is scored as the continuation of the question and
+    `{"answer": ` (`iclr25_nb.llm.LocalLLM.option_logprobs`), and the most likely one is the answer (question tasks
+    only). A small model that cannot follow the answer format is still measured on what it prefers."""
+    def __init__(self, model, name: str = 'model (option likelihood)'):
+        self.model, self.name = model, name
+
+    def answer(self, item):
+        lp = self.model.option_logprobs(item.prompt + '\n{"answer": ', [f'{k}}}' for k in range(len(item.options))])
+        return _reply(int(np.argmax(lp)))
 
 # %% ../nbs/22_space.ipynb #75b48e9e
 def run_episode(item: Item, agent: Agent, seed: int = 0) -> dict:
@@ -1419,7 +1433,7 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #59c641a9
+# %% ../nbs/22_space.ipynb #c11a45b3
 ORACLE_MIN = 99.99          # oracle accuracy / success (%), every task and presentation (seeds 0-2: 100, 100, 100)
 LEARNED_MIN = 80.0          # PTTNet test accuracy (%) after the quick stream (seeds 0-2: 100, 100, 99.3)
 RANDOM_Z_MAX = 3.5          # max |z| of the random agent against chance (seeds 0-2: 1.90, 2.11, 2.32)
@@ -1446,15 +1460,20 @@ def _endpoint_agent():
 
 
 def _local_llm(seed: int) -> dict:
-    "Gemma 3 270M through llama-cpp-python on the text questions, when the `[llm]` extra is installed."
+    """Gemma 3 270M through llama-cpp-python on the text questions, when the `[llm]` extra is installed: answers
+    generated (the paper's protocol) and forced choices by option likelihood, on the same items."""
     if os.environ.get('SPACE_LLM', '1') == '0': return {'llm_skipped': 'SPACE_LLM=0'}
     try: client = llama_cpp_client()
     except Unavailable as e: return {'llm_skipped': str(e)}
     except (OSError, ValueError, RuntimeError) as e: return {'llm_skipped': f"{type(e).__name__}: {e}"}
-    n = int(os.environ.get('SPACE_LLM_N', '8'))
+    n = int(os.environ.get('SPACE_LLM_N', '6'))
     tasks = [t for t in QA_TASKS if 'text' in PRESENTATIONS[t]]
-    return {'llm': ('Gemma 3 270M (llama-cpp-python)',
-                    evaluate(CallableAgent(client, 'gemma'), tasks, n, 'text', seed=60_000 + seed))}
+    items = {t: generate(t, n, 'text', 60_000 + seed) for t in tasks}
+    # the likelihood pass first: the generated answer then reuses the question's KV cache (the same prefix)
+    lik = evaluate(LikelihoodAgent(client.model), tasks, items=items)
+    return {'llm': ('Gemma 3 270M (llama-cpp-python), generated answers',
+                    evaluate(CallableAgent(client, 'gemma'), tasks, items=items)),
+            'llm_lik': ('Gemma 3 270M, option likelihood', lik)}
 
 
 def _run(preset: str, seed: int, ablate: bool, device) -> dict:
@@ -1545,12 +1564,14 @@ def _rows(report: Report, res: dict):
 
 def _findings(report: Report, res: dict):
     if 'llm' in res:
-        name, out = res['llm']
-        acc = {t: round(v['accuracy'], 1) for t, v in out.items()}
-        mean = round(float(np.mean(list(acc.values()))), 1)
-        report.add_finding(f"{name}: accuracy on the text questions (%), mean over tasks (chance 25; per task {acc})",
-                           mean, paper='frontier models perform near chance on a number of classic tests of animal '
-                                       'cognition', note='a 270M-parameter model, a few items per task')
+        for key in ('llm', 'llm_lik'):
+            name, out = res[key]
+            acc = {t: round(v['accuracy'], 1) for t, v in out.items()}
+            chance = round(float(np.mean([chance_level(t) for t in acc])), 1)
+            report.add_finding(f"{name}: accuracy on the text questions (%), mean over tasks (chance {chance}; "
+                               f"per task {acc})", round(float(np.mean(list(acc.values()))), 1),
+                               paper='frontier models perform near chance on a number of classic tests of animal '
+                                     'cognition', note='a 270M-parameter pretrained model, a few items per task')
     else: report.notes.append(f"Local language model not evaluated: {res.get('llm_skipped', '')}.")
     if 'endpoint' in res:
         name, out = res['endpoint']

@@ -239,6 +239,9 @@ def test_local_llm_real_model():
     replies = [agent.answer(it) for it in items]
     assert all(isinstance(r, str) for r in replies)
     assert 0.0 <= qa_accuracy(items, replies) <= 100.0
+    from iclr25_nb.space import LikelihoodAgent            # a forced choice always names a valid option
+    picks = [parse_json_answer(LikelihoodAgent(agent.fn.model).answer(it)) for it in items]
+    assert all(p in range(len(it.options)) for p, it in zip(picks, items))
 
 
 def test_images_are_dropped_for_text_models():
