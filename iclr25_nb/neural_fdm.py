@@ -207,14 +207,22 @@ def residual_forces(q: torch.Tensor, X: torch.Tensor, P: torch.Tensor, edges: to
     CTy = torch.zeros_like(X).index_add(1, edges[:, 0], y).index_add(1, edges[:, 1], -y)
     return P - CTy
 
-# %% ../nbs/28_neural_fdm.ipynb #7f6dc235
+# %% ../nbs/28_neural_fdm.ipynb #2273fe61
 def _lu(K: torch.Tensor):
-    LU, piv, info = torch.linalg.lu_factor_ex(K)
+    # One item at a time: MKL 2024.2's batched getrf (torch 2.13 CPU) returned invalid pivots, or silently wrong
+    # factors, in processes that had called torch.set_num_threads and loaded other native libraries (seen in the test
+    # suite); the unbatched routine did not.
+    LU, piv, info = (torch.stack(t) for t in zip(*(torch.linalg.lu_factor_ex(k) for k in K)))   # K: (batch, n, n)
     if (info > 0).any():
         b = torch.nonzero(info > 0).flatten()[:5].tolist()
         raise ValueError(f"the force-density stiffness matrix K_NN(q) is singular for batch item(s) {b} "
                          f"(mixed-sign q cancelling at a node, or zero q)")
     return LU, piv
+
+
+def _lu_solve(LU, piv, B, adjoint: bool = False):
+    "`torch.linalg.lu_solve` one batch item at a time (see `_lu`)."
+    return torch.stack([torch.linalg.lu_solve(l, p, b, adjoint=adjoint) for l, p, b in zip(LU, piv, B)])
 
 
 def _assemble(X_N, X_F, s: Structure):
@@ -230,7 +238,7 @@ class _FDMImplicit(torch.autograd.Function):
     def forward(ctx, q, X_F, P_N, s):
         K_NN, K_NF = stiffness_blocks(q, s)
         LU, piv = _lu(K_NN)
-        X_N = torch.linalg.lu_solve(LU, piv, P_N - K_NF @ X_F)
+        X_N = _lu_solve(LU, piv, P_N - K_NF @ X_F)
         ctx.s = s
         ctx.save_for_backward(X_F, X_N, LU, piv, K_NF)
         return X_N
@@ -239,7 +247,7 @@ class _FDMImplicit(torch.autograd.Function):
     def backward(ctx, g):
         X_F, X_N, LU, piv, K_NF = ctx.saved_tensors
         s = ctx.s
-        lam = torch.linalg.lu_solve(LU, piv, g, adjoint=True)              # λ = K_NN⁻ᵀ g (K is symmetric)
+        lam = _lu_solve(LU, piv, g, adjoint=True)              # λ = K_NN⁻ᵀ g (K is symmetric)
         X = _assemble(X_N, X_F, s)
         Lam = _assemble(lam, torch.zeros_like(X_F), s)
         dq = -(edge_vectors(Lam, s.edges) * edge_vectors(X, s.edges)).sum(-1)   # −⟨(Cλ)_e, (CX)_e⟩
@@ -259,7 +267,7 @@ def solve_structure(q: torch.Tensor, X_F: torch.Tensor, P: torch.Tensor, s: Stru
     else:
         K_NN, K_NF = stiffness_blocks(q, s)
         _lu(K_NN.detach())
-        X_N = torch.linalg.solve(K_NN, P_N - K_NF @ X_F)
+        X_N = torch.stack([torch.linalg.solve(k, b) for k, b in zip(K_NN, P_N - K_NF @ X_F)])    # see _lu
     return _assemble(X_N, X_F, s)
 
 # %% ../nbs/28_neural_fdm.ipynb #2f9ca3a7

@@ -457,3 +457,20 @@ def test_batched_direct_optimisation_recovers_solver_shapes():
     r = direct_optimize_batch(x_true, s, per, load=-1.0, maxiter=300, generator=torch.Generator().manual_seed(0))
     assert r['loss'].shape == (2,) and torch.all(r['loss'] < 1e-3 * r['history'][0])
     assert torch.all(r['q'][:, s.mask > 0] < 0)
+
+
+def test_solve_after_set_num_threads():
+    "MKL's batched LU gives invalid pivots once torch.set_num_threads(2) was called (Report.run does it): still solves."
+    n = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        exp = make_experiment(task='tower', test_size=2, batch_size=2, width=16)
+        m = exp.step()
+        assert math.isfinite(m['loss']) and m['residual'] < 1e-2
+        s = exp.structure
+        q = exp.model.encode(exp.x_test)
+        a = solve_structure(q, exp.x_test[:, s.fixed_idx], torch.zeros_like(exp.x_test), s)
+        b = solve_structure(q, exp.x_test[:, s.fixed_idx], torch.zeros_like(exp.x_test), s, implicit=False)
+        torch.testing.assert_close(a, b)
+    finally:
+        torch.set_num_threads(n)
