@@ -229,6 +229,19 @@ def _saved_code_cells(pg, path: Path) -> list:
     except Exception: return []                       # caught mid-write: the next round reads it
 
 
+def _wait_all_cells(pg, n, timeout=120):
+    """Wait until the notebook widget holds all `n` cells. JupyterLab 4 creates the cell widgets of a long notebook in
+    batches when the page is idle, and Run All runs the cells that exist when it is chosen: chosen earlier (as a test
+    does right after opening, or a user on a busy machine), it stopped after fengbo's 25th code cell with the kernel
+    idle and no error."""
+    t0, first = time.monotonic(), None
+    while (have := pg.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').count()) < n:
+        first = have if first is None else first
+        assert time.monotonic() - t0 < timeout, f"the notebook shows {have} of its {n} cells after {timeout} s"
+        time.sleep(0.5)
+    if first is not None: print(f"{n} cells after {time.monotonic() - t0:.1f} s ({first} at first)")
+
+
 def _paper_notebook(name):
     found = sorted((ROOT / 'nbs').glob(f'[0-9][0-9]_{name}.ipynb'))
     return found[0] if found else None
@@ -247,6 +260,7 @@ def test_paper_notebook_runs_all_in_jupyterlab(lab, browser, name):
     try:
         t0 = time.monotonic()
         _open(pg, base, src.name)
+        _wait_all_cells(pg, len(nbformat.read(src, as_version=4).cells))
         pg.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first.click()   # markdown cells hide their editor
         for _ in range(5):                                   # Run ▸ Run All Cells (retry while the kernel connects)
             _dismiss_dialogs(pg)
