@@ -41,7 +41,8 @@ def lab(tmp_path_factory):
            '--ServerApp.password=', '--ServerApp.ip=127.0.0.1', f'--port={port}', f'--ServerApp.root_dir={root}',
            '--LabApp.news_url=', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
            '--KernelManager.autorestart=False',             # a kernel killed between cases stays dead
-           '--ServerApp.disable_check_xsrf=True']           # the API's DELETE calls below carry no xsrf cookie
+           '--ServerApp.disable_check_xsrf=True',           # the API's DELETE calls below carry no xsrf cookie
+           '--LabApp.expose_app_in_browser=True']           # window.jupyterapp: Run All reads the cells' state
     with server(cmd, f'http://127.0.0.1:{port}/api', cwd=root, timeout=120) as (proc, startup):
         print(f"JupyterLab answered after {startup:.1f} s; its log: {proc.log}")
         yield f'http://127.0.0.1:{port}', root, proc
@@ -216,17 +217,23 @@ def _explorer_case(lab, browser, name, stem):
         _shutdown_kernels(lab, pg)
 
 
-def _saved_code_cells(pg, path: Path) -> list:
-    "Save the open notebook (its toolbar's save button) and return its code cells as written to disk."
-    before = path.stat().st_mtime
-    # a key press can land in an explorer's widgets (shadow roots keep it from JupyterLab): click the toolbar button
-    pg.locator('.jp-NotebookPanel-toolbar [data-command="docmanager:save"]').first.click()
-    for _ in range(60):
-        if path.stat().st_mtime != before: break
-        time.sleep(0.25)
-    time.sleep(0.5)
-    try: return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == 'code']
-    except Exception: return []                       # caught mid-write: the next round reads it
+CODE_CELLS = """() => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    return nb.widgets.filter(c => c.model.type === 'code').map(c => ({
+        count: c.model.executionCount, state: c.model.executionState, outputs: c.model.outputs.toJSON()}));
+}"""
+
+
+def _code_cells(pg) -> list[dict]:
+    """The open notebook's code cells as JupyterLab's model holds them: execution count, execution state ('running'
+    from the moment a cell is scheduled until its reply, else 'idle') and outputs. Read from the page's model, not the
+    DOM (JupyterLab renders only the cells near the viewport) nor the kernel's REST status (it read 'idle' while the
+    reproduce cells of rational_llm, h2dilr and noisy_trajectories were running). Stream texts come joined."""
+    cells = pg.evaluate(CODE_CELLS)
+    for c in cells:
+        for o in c['outputs']:
+            if isinstance(o.get('text'), list): o['text'] = ''.join(o['text'])
+    return cells
 
 
 def _wait_all_cells(pg, n, timeout=120):
@@ -269,23 +276,22 @@ def test_paper_notebook_runs_all_in_jupyterlab(lab, browser, name):
             pg.locator('.lm-Menu-item:has-text("Run All Cells")').first.click()
             try: pg.wait_for_selector('.jp-InputPrompt:text-matches("\\\\[(\\\\*|\\\\d+)\\\\]")', timeout=5000); break
             except Exception: pass
-        # JupyterLab renders only the cells near the viewport, so the page cannot say which cells ran: save every
-        # 10 s and read the file. Done when the last code cell has run; stopped when the kernel (asked over the
-        # REST API, not the page) stays idle for 20 s with cells left; an error output ends Run All too.
+        # Done when every code cell has run; an error output ends Run All too (JupyterLab skips the rest); stopped
+        # when no cell is running or queued for 20 s with cells left (what fengbo did before `_wait_all_cells`).
         idle_since, cells = None, []
         while True:
             assert time.monotonic() - t0 < 1500, f"{name}: Run All did not finish within 25 min"
-            time.sleep(10)
-            cells = _saved_code_cells(pg, root / src.name)
-            if cells and cells[-1].get('execution_count') is not None: break
-            if any(o.get('output_type') == 'error' for c in cells for o in c.get('outputs', [])): break
-            busy = any(k.get('execution_state') != 'idle' for k in _api(f'{base}/api/kernels') or [])
+            time.sleep(2)
+            cells = _code_cells(pg)
+            if cells and all(c['count'] is not None and c['state'] != 'running' for c in cells): break
+            if any(o.get('output_type') == 'error' for c in cells for o in c['outputs']): break
+            busy = any(c['state'] == 'running' for c in cells)
             idle_since = None if busy else (idle_since or time.monotonic())
             if idle_since and time.monotonic() - idle_since > 20: break
         took = time.monotonic() - t0
-        unrun = [i for i, c in enumerate(cells) if c.get('execution_count') is None]
+        unrun = [i for i, c in enumerate(cells) if c['count'] is None]
         errors = [f"cell {i}: " + '\n'.join(o.get('traceback', [o.get('text', '')]))[-3000:]
-                  for i, c in enumerate(cells) for o in c.get('outputs', [])
+                  for i, c in enumerate(cells) for o in c['outputs']
                   if o.get('output_type') == 'error' or (o.get('name') == 'stderr' and 'Traceback' in o.get('text', ''))]
         print(f"{name}: Run All finished in {took:.0f} s, {len(cells)} code cells, {len(unrun)} not run")
         assert not errors, errors[0]
