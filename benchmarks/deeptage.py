@@ -2,55 +2,37 @@
 (`Leaky` stepped in a Python loop) on the same (T, batch, neurons) tensors, forward + backward, with the time ratio
 and spike agreement; and the training-step overhead of DeepTAGE (TASG + deep supervision) over TET on the same net.
 
-    python benchmarks/deeptage.py [--repeats 20]
+    python benchmarks/deeptage.py [--repeats 30] [--threads 1] [--no-training]
 """
 import argparse
+import statistics
 
 import torch
 
-from _timing import Row, table, time_call
+from _timing import Row, markdown, table, time_call
 from iclr25_nb import deeptage as dt
 
 
-def lif_peers(T=6, B=64, shape=(32, 8, 8), repeats=20):
-    torch.manual_seed(0)
-    x0 = torch.randn(T, B, *shape) * 1.5
-    g = torch.randn_like(x0)
-    task, size = 'LIF forward+backward', f"T={T}, B={B}, {'x'.join(map(str, shape))} neurons"
+SIZES = ((4, 32, (16, 8, 8)), (6, 64, (32, 8, 8)), (8, 64, (64, 8, 8)), (8, 128, (4096,)))
+"(T, batch, neuron shape) of the LIF comparison: conv-like feature maps of three sizes and one wide dense layer."
 
-    def run(layer, reset=None):
-        def f():
-            x = x0.clone().requires_grad_(True)
-            s = layer(x)
-            (s * g).sum().backward()
-            if reset: reset(layer)
-            return s
-        return f
 
-    def agree(s):
-        return f"{100 * (s == spikes).float().mean().item():.2f}% spikes"
-
-    ours = dt.LIFLayer(tau=2.0, v_th=1.0, surrogate='atan', width=1.0)
-    ours_tasg = dt.LIFLayer(tau=2.0, v_th=1.0, surrogate='atan', width=1.0, temporal_align=True, w=0.25)
-    t_ours = time_call(run(ours), repeats)
-    with torch.no_grad(): spikes = ours(x0)
-    rows = [Row(task + ', TASG w=0.25', size, time_call(run(ours_tasg), repeats), t_ours, None,
-                'ours, fixed ATan (TASG overhead)')]
+def _peer_layers():
+    "name -> (layer callable on (T, B, ...), reset or None) for each installed peer; skipped peers -> reason."
+    peers, skipped = {}, {}
     try:
         from spikingjelly.activation_based import neuron, surrogate, functional
     except ImportError as e:
-        rows.append(Row.skipped(task, size, t_ours, 'spikingjelly LIFNode', e))
+        skipped['spikingjelly LIFNode (m, torch)'] = e
     else:
         sj = neuron.LIFNode(tau=2.0, decay_input=False, v_threshold=1.0, v_reset=0.0,
                             surrogate_function=surrogate.ATan(alpha=2.0), step_mode='m')
-        t_sj = time_call(run(sj, functional.reset_net), repeats)
-        with torch.no_grad(): s_sj = sj(x0); functional.reset_net(sj)
-        rows.append(Row(task, size, t_ours, t_sj, agree(s_sj), 'spikingjelly LIFNode (m, torch)'))
+        peers['spikingjelly LIFNode (m, torch)'] = (sj, functional.reset_net)
     try:
         import snntorch as snn
         from snntorch import surrogate as ssur
     except ImportError as e:
-        rows.append(Row.skipped(task, size, t_ours, 'snntorch Leaky', e))
+        skipped['snntorch Leaky (Python loop)'] = e
     else:
         leaky = snn.Leaky(beta=0.5, threshold=1.0, spike_grad=ssur.atan(alpha=2.0), reset_mechanism='zero')
 
@@ -59,10 +41,57 @@ def lif_peers(T=6, B=64, shape=(32, 8, 8), repeats=20):
             for t in range(x.shape[0]):
                 s, mem = leaky(x[t], mem); out.append(s)
             return torch.stack(out)
-        t_snn = time_call(run(loop), repeats)
-        with torch.no_grad(): s_snn = loop(x0)
-        rows.append(Row(task, size, t_ours, t_snn, agree(s_snn), 'snntorch Leaky (Python loop)'))
-    return rows
+        peers['snntorch Leaky (Python loop)'] = (loop, None)
+    return peers, skipped
+
+
+def lif_peers(sizes=SIZES, repeats=30):
+    """Forward + backward of the same (T, B, N) input through our `LIFLayer` (the fused `MultiStepLIF` path, the
+    documented one) and each peer. Timed in `blocks` interleaved blocks of `repeats` calls each (median per block);
+    the row's times are the medians over blocks and the spread column gives the min-max of the per-block ratios."""
+    peers, skipped = _peer_layers()
+    rows, spread = [], []
+    for T, B, shape in sizes:
+        torch.manual_seed(0)
+        x0 = torch.randn(T, B, *shape) * 1.5
+        g = torch.randn_like(x0)
+        task, size = 'LIF forward+backward', f"T={T}, B={B}, {'x'.join(map(str, shape))} neurons"
+
+        def run(layer, reset=None):
+            def f():
+                x = x0.clone().requires_grad_(True)
+                s = layer(x)
+                (s * g).sum().backward()
+                if reset: reset(layer)
+                return s
+            return f
+        ours = dt.LIFLayer(tau=2.0, v_th=1.0, surrogate='atan', width=1.0)
+        ours_tasg = dt.LIFLayer(tau=2.0, v_th=1.0, surrogate='atan', width=1.0, temporal_align=True, w=0.25)
+        stepwise = lambda x: ours.forward_stepwise(x)
+        with torch.no_grad(): spikes = ours(x0); s_step = ours.forward_stepwise(x0)
+        fns = {'ours': run(ours), 'ours TASG': run(ours_tasg), 'ours stepwise': run(stepwise),
+               **{k: run(l, r) for k, (l, r) in peers.items()}}
+        for f in fns.values(): f()                                      # warm-up
+        ts = {k: [] for k in fns}
+        for _ in range(repeats):                                        # paired: load drifts hit all alike
+            for k, f in fns.items(): ts[k].append(time_call(f, 1, warmup=0))
+        med = {k: statistics.median(v) for k, v in ts.items()}
+
+        def ratio(k):                                                   # quartiles of the paired ratios
+            q = statistics.quantiles([a / b for a, b in zip(ts['ours'], ts[k])], n=4)
+            return f"{q[1]:.2f} [{q[0]:.2f}, {q[2]:.2f}]"
+        agree = lambda s: f"{100 * (s == spikes).float().mean().item():.2f}% spikes"
+        rows.append(Row(task + ', TASG w=0.25', size, med['ours TASG'], med['ours'], None, 'ours, fixed ATan (TASG overhead)'))
+        rows.append(Row(task, size, med['ours'], med['ours stepwise'], agree(s_step), 'ours, step-by-step autograd (before)'))
+        spread.append((size, 'ours step-by-step', ratio('ours stepwise')))
+        for k, (l, r) in peers.items():
+            with torch.no_grad():
+                s_p = l(x0)
+                if r: r(l)
+            rows.append(Row(task, size, med['ours'], med[k], agree(s_p), k))
+            spread.append((size, k, ratio(k)))
+        for k, e in skipped.items(): rows.append(Row.skipped(task, size, med['ours'], k, e))
+    return rows, spread
 
 
 def training_overhead(repeats=10):
@@ -77,11 +106,18 @@ def training_overhead(repeats=10):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--repeats', type=int, default=20)
+    ap.add_argument('--repeats', type=int, default=30)
+    ap.add_argument('--threads', type=int, default=1)
+    ap.add_argument('--no-training', action='store_true')
     a = ap.parse_args()
+    torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median of {a.repeats} after 1 warm-up\n")
-    print(table(lif_peers(repeats=a.repeats), 'LIF layer: ours (fixed ATan) vs peers', unit='ms',
+    rows, spread = lif_peers(repeats=a.repeats)
+    print(table(rows, 'LIF layer: ours (fixed ATan, fused MultiStepLIF) vs peers', unit='ms',
                 agreement='spike agreement with ours'))
+    print()
+    print(markdown(['size', 'peer', f'ours / peer: median [quartiles] of {a.repeats} paired calls'], spread, 'LIF ratio spread'))
+    if a.no_training: return
     print()
     print(table(training_overhead(max(3, a.repeats // 2)), 'DeepTAGE training-step overhead over TET', unit='ms'))
     print('\nours / peer below 1: ours is faster; in the training table the ratio is the overhead over TET')

@@ -6,11 +6,11 @@
 __all__ = ['log', 'PAPER', 'SURROGATES', 'HALF_WIDTH', 'STATS', 'VARIANTS', 'make_experiment', 'HEADLINE_GAIN',
            'load_event_frames', 'load_optdigits', 'sklearn_digits', 'digits_static', 'moving_digits_events',
            'atan_surrogate', 'triangle_surrogate', 'sigmoid_surrogate', 'TemporalAlignedSpike', 'spike_fn',
-           'spread_statistic', 'temporal_delta', 'LIFLayer', 'SeqConvBN', 'AuxHead', 'SpikingConvNet', 'sdt_loss',
-           'tet_loss', 'deep_supervision_loss', 'variant_loss', 'DeepTAGEWrapper', 'attach_deeptage', 'DeepTAGEConfig',
-           'make_data', 'make_model', 'head_accuracy', 'main_accuracy', 'DeepTAGEExperiment', 'mean_surrogate_by_step',
-           'mechanism_at_init', 'run_ablation', 'tune', 'choose', 'gaussian_surrogate_model', 'step_imbalance',
-           'reproduce', 'render', 'measure_balance', 'explorer']
+           'spread_statistic', 'temporal_delta', 'MultiStepLIF', 'LIFLayer', 'SeqConvBN', 'AuxHead', 'SpikingConvNet',
+           'sdt_loss', 'tet_loss', 'deep_supervision_loss', 'variant_loss', 'DeepTAGEWrapper', 'attach_deeptage',
+           'DeepTAGEConfig', 'make_data', 'make_model', 'head_accuracy', 'main_accuracy', 'DeepTAGEExperiment',
+           'mean_surrogate_by_step', 'mechanism_at_init', 'run_ablation', 'tune', 'choose', 'gaussian_surrogate_model',
+           'step_imbalance', 'reproduce', 'render', 'measure_balance', 'explorer']
 
 # %% ../nbs/10_deeptage.ipynb #081e970b
 import logging
@@ -219,12 +219,75 @@ def temporal_delta(sigma_t, sigma_1, w: float = 0.25):
     "delta_t = w * sigma_t / sigma_1 + (1 - w): a convex blend of 1 and the spread ratio (delta_1 = 1)."
     return w * (sigma_t / sigma_1) + (1.0 - w)
 
-# %% ../nbs/10_deeptage.ipynb #0409d2fa
+# %% ../nbs/10_deeptage.ipynb #cb5dc623
 def _check_sequence(x, name='x', min_dim=2):
     if not isinstance(x, torch.Tensor): raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < min_dim: raise ValueError(f"{name} must have shape (T, batch, ...) with at least {min_dim} dims, got {tuple(x.shape)}")
     if x.shape[0] < 1: raise ValueError(f"{name} must have at least one time step (T = 0 in shape {tuple(x.shape)})")
-    if not torch.isfinite(x).all(): raise ValueError(f"{name} contains NaN or infinite values")
+    if not torch.isfinite(x.sum()) and not torch.isfinite(x).all():   # one pass when all is well
+        raise ValueError(f"{name} contains NaN or infinite values")
+
+
+def _surrogate_step(u_t, surrogate, width, delta_t, area):
+    "h((m_t - theta) / (a delta_t)) for one step (divided by delta_t if area-preserving), in as few passes as possible."
+    if surrogate == 'atan':                                           # 1 / (1 + (pi u / (a delta))^2), in place
+        h = torch.mul(u_t, u_t).mul_((math.pi / (width * delta_t)) ** 2).add_(1.0).reciprocal_()
+    else:
+        h = SURROGATES[surrogate](u_t, width * delta_t)
+    return h.mul_(1.0 / delta_t) if area and delta_t != 1.0 else h
+
+
+class MultiStepLIF(torch.autograd.Function):
+    """All T steps of a LIF layer as one autograd node. Forward: the recurrence m_t = kappa v_{t-1} + x_t / c
+    (c = tau with `decay_input`, else 1), s_t = H(m_t - theta), v_t = m_t (1 - s_t) (hard) or m_t - theta s_t
+    (soft), with the same float values as the step-by-step layer (so the spikes are identical). It saves only
+    u = m - theta (T, ...) and delta (T,); the backward pass runs the adjoint recurrence step by step,
+    dL/dm_t = dL/ds_t h_t + dL/dv_t [dv_t/dm_t + dv_t/ds_t h_t], dL/dv_{t-1} = kappa dL/dm_t (the reset terms
+    dv/ds drop with `detach_reset`). Returns (spikes, u, sigma, delta); only the spikes carry a gradient (sigma and
+    delta are detached, as in TASG)."""
+    @staticmethod
+    def forward(ctx, x, kappa, v_th, c, hard, detach_reset, width, surrogate, area, align, w, stat):
+        T = x.shape[0]
+        u, keep = torch.empty_like(x), torch.empty_like(x[0])       # float comparisons into a buffer are fast on CPU
+        v = torch.zeros_like(x[0])
+        for t in range(T):
+            m = kappa * v + (x[t] / c if c != 1.0 else x[t])          # m_t = kappa v_{t-1} + x_t / c
+            u_t = torch.sub(m, v_th, out=u[t])                        # u_t = m_t - theta
+            if hard: v = m.mul_(torch.lt(u_t, 0, out=keep))           # m_t (1 - s_t), s_t = H(u_t)
+            else: v = m.sub_(torch.ge(u_t, 0, out=keep), alpha=v_th) # m_t - theta s_t (theta s_t is exact)
+        s = torch.ge(u, 0, out=torch.empty_like(u))                # s_t = H(m_t - theta)
+        if stat is not None:
+            sigma = torch.stack([spread_statistic(u[t], stat) for t in range(T)])
+            delta = temporal_delta(sigma, sigma[0].clamp_min(1e-12), w) if align else torch.ones_like(sigma)
+        else:
+            sigma, delta = x.new_zeros(0), x.new_ones(T)
+        ctx.save_for_backward(u, delta)
+        ctx.cfg = (kappa, v_th, c, hard, detach_reset, width, surrogate, area)
+        ctx.mark_non_differentiable(u, sigma, delta)
+        ctx.set_materialize_grads(False)                              # no zero grads for u, sigma, delta
+        return s, u, sigma, delta
+
+    @staticmethod
+    def backward(ctx, gs, *_):
+        u, delta = ctx.saved_tensors
+        kappa, v_th, c, hard, detach_reset, width, surrogate, area = ctx.cfg
+        if gs is None: return (None,) * 12                           # the spikes were not used
+        gx, gv = torch.empty_like(u), None                            # gv = dL/dv_t = kappa dL/dm_{t+1}
+        coef = torch.empty_like(u[0])
+        for t, d_t in reversed(list(enumerate(delta.tolist()))):
+            u_t, h = u[t], _surrogate_step(u[t], surrogate, width, d_t, area)
+            gm = torch.mul(gs[t], h, out=gx[t])                       # the direct path dL/ds_t h_t
+            if gv is not None:                                        # + dL/dv_t (dv/dm + dv/ds h_t)
+                if hard:                                              # dv/dm = 1 - s, dv/ds = -m
+                    torch.lt(u_t, 0, out=coef)
+                    if not detach_reset: coef.sub_(torch.add(u_t, v_th).mul_(h))
+                    gm.addcmul_(gv, coef)
+                else:                                                 # dv/dm = 1, dv/ds = -theta
+                    gm.add_(gv)
+                    if not detach_reset: gm.addcmul_(gv, h, value=-v_th)
+            gv = gm * kappa
+        if c != 1.0: gx = gx / c
+        return gx, None, None, None, None, None, None, None, None, None, None, None
 
 
 class LIFLayer(nn.Module):
@@ -259,6 +322,20 @@ class LIFLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.check_input: _check_sequence(x)
+        need_stats = self.temporal_align or self.record
+        s, u, sigma, delta = MultiStepLIF.apply(x, self.kappa, self.v_th, self.tau if self.decay_input else 1.0,
+                                                self.reset == 'hard', self.detach_reset, self.width, self.surrogate,
+                                                self.area_preserving, self.temporal_align, self.w,
+                                                self.stat if need_stats else None)
+        if self.record:
+            self.last_membrane = u + self.v_th                        # pre-reset m_t
+            self.last_sigma, self.last_delta = sigma, delta
+        if self.track_grad and x.requires_grad: x.register_hook(self._keep_grad)
+        return s
+
+    def forward_stepwise(self, x: torch.Tensor) -> torch.Tensor:
+        "The same layer written step by step with `spike_fn` and autograd (the reference the fused path is tested against)."
+        if self.check_input: _check_sequence(x)
         v, spikes, ms, sigmas, deltas = torch.zeros_like(x[0]), [], [], [], []
         sigma_1, one = None, torch.ones((), dtype=x.dtype, device=x.device)
         for t in range(x.shape[0]):                                   # the recurrence in time is inherently sequential
@@ -278,7 +355,6 @@ class LIFLayer(nn.Module):
         if self.record:
             self.last_membrane = torch.stack(ms)
             self.last_sigma, self.last_delta = torch.stack(sigmas), torch.stack(deltas).detach()
-        if self.track_grad and x.requires_grad: x.register_hook(self._keep_grad)
         return torch.stack(spikes)
 
     def _keep_grad(self, g): self.last_grad_norm = g.detach().flatten(1).norm(dim=1)

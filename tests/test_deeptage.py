@@ -140,6 +140,37 @@ def test_lif_closed_form_first_spike_and_hard_reset():
     torch.testing.assert_close(soft.last_membrane.flatten()[1], torch.tensor(0.5 * 0.2 + 0.3))
 
 
+# ---- the fused multi-step path -------------------------------------------------------------------------
+@pytest.mark.parametrize('reset, detach_reset, decay_input', [('hard', False, False), ('hard', True, False),
+                                                              ('soft', False, True), ('soft', True, False)])
+@pytest.mark.parametrize('surrogate, align, area', [('atan', False, False), ('atan', True, True),
+                                                     ('triangle', True, False), ('sigmoid', True, True)])
+def test_fused_lif_equals_stepwise_autograd(reset, detach_reset, decay_input, surrogate, align, area):
+    "MultiStepLIF (the path `forward` takes) gives the spikes, records and gradients of the step-by-step layer."
+    torch.manual_seed(0)
+    lif = dt.LIFLayer(tau=3.0, reset=reset, detach_reset=detach_reset, decay_input=decay_input, surrogate=surrogate,
+                      temporal_align=align, w=0.5, area_preserving=area, record=True, width=0.5)
+    x = (torch.randn(5, 4, 3, 6, dtype=torch.float64) * 1.5 + 0.5).requires_grad_(True)
+    g = torch.randn(5, 4, 3, 6, dtype=torch.float64)
+    s1 = lif(x); (s1 * g).sum().backward()
+    g1, rec1 = x.grad.clone(), (lif.last_membrane, lif.last_sigma, lif.last_delta)
+    x.grad = None
+    s2 = lif.forward_stepwise(x); (s2 * g).sum().backward()
+    assert torch.equal(s1, s2) and 0 < s1.mean() < 1
+    torch.testing.assert_close(g1, x.grad)
+    for a, b in zip(rec1, (lif.last_membrane, lif.last_sigma, lif.last_delta)): torch.testing.assert_close(a, b)
+    assert not lif.last_membrane.requires_grad and not lif.last_delta.requires_grad
+
+
+def test_fused_lif_unused_spikes_and_no_grad():
+    lif = dt.LIFLayer()
+    x = torch.randn(3, 2, 4, requires_grad=True)
+    with torch.no_grad(): s = lif(x)
+    assert not s.requires_grad
+    (lif(x).sum() * 0 + x.sum()).backward()                          # spikes in the graph with zero weight
+    torch.testing.assert_close(x.grad, torch.ones_like(x))
+
+
 # ---- peer cross-checks ---------------------------------------------------------------------------------
 @pytest.mark.parametrize('reset, decay_input', [('hard', False), ('soft', False), ('hard', True)])
 def test_spikes_match_spikingjelly_multistep_lif(reset, decay_input):
@@ -151,6 +182,16 @@ def test_spikes_match_spikingjelly_multistep_lif(reset, decay_input):
     ours = dt.LIFLayer(tau=2.0, v_th=1.0, reset=reset, temporal_align=True, w=0.5, decay_input=decay_input)
     assert torch.equal(node(x), ours(x))
     assert node(x).sum() > 0
+    if reset == 'hard':                                               # ATan(alpha=2) is our atan with width 1
+        from spikingjelly.activation_based import surrogate
+        node = sj.LIFNode(tau=2.0, decay_input=decay_input, v_threshold=1.0, v_reset=0.0, step_mode='m',
+                          surrogate_function=surrogate.ATan(alpha=2.0))
+        g, fixed = torch.randn_like(x), dt.LIFLayer(tau=2.0, v_th=1.0, reset=reset, decay_input=decay_input)
+        grads = []
+        for layer in (node, fixed):
+            xx = x.clone().requires_grad_(True)
+            (layer(xx) * g).sum().backward(); grads.append(xx.grad)
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)
 
 
 def test_attach_deeptage_to_spikingjelly_model_keeps_outputs():
