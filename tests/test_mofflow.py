@@ -327,3 +327,22 @@ def test_import_without_peers_is_lazy():
     import sys
     src = open(M.__file__).read().split('def ')[0]
     assert 'import pymatgen' not in src and 'import roma' not in src and 'import ase' not in src
+
+
+def test_mof5_primitive_sample_and_demo(cifs):
+    m = M.mof5_sample(cifs / 'mof-5_cellopt.cif')
+    assert (m.n_blocks, m.n_atoms) == (8, 106) and sorted(m.kind) == ['linker'] * 6 + ['node'] * 2
+    assert M.rms_dist(m, m) < 1e-6                                      # the blocks reassemble MOF-5
+    exp = M.make_experiment('quick', n_train=8, n_test=2, steps=2, traj_every=1000)
+    exp.run()
+    d = M.mof5_demo(exp.model, exp.interp, k=2, steps=2, path=cifs / 'mof-5_cellopt.cif')
+    assert len(d['rms_paper']) == 2 and 0 <= d['matched_paper'] <= 2 and len(d['traj']['t']) == 3
+    with pytest.raises(ValueError, match='no MOF-5 CIF'): M.mof5_path(cifs / 'nope.cif')
+
+
+def test_lr_schedule_warmup_cosine():
+    c = M.MOFFlowConfig.quick(steps=1000, warmup=100, lr=1e-3)
+    assert M.lr_at(c, 0) == pytest.approx(1e-5, rel=0.1)
+    assert M.lr_at(c, 99) == pytest.approx(1e-3, rel=0.03)
+    assert M.lr_at(c, 1000) == pytest.approx(5e-5, rel=1e-6)
+    assert M.lr_at(c.replace(schedule='constant'), 1000) == pytest.approx(1e-3)
