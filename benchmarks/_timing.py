@@ -3,6 +3,8 @@
     from _timing import Row, table, time_call, timed
     t = time_call(lambda: f(x), repeat=5, warmup=1)           # median seconds of 5 calls after 1 untimed call
     t, y = timed(lambda: f(x))                                # the same, and the last call's result
+    med, ts = paired({'ours': f, 'peer': g}, repeat=30)       # interleaved calls: a load drift hits both alike
+    spread(ts, 'ours', 'peer')                                # '0.52 [0.47, 0.58]': median [quartiles] of the ratios
     rows = [Row('Bures W²', 'n=200', t_ours, t_pot, abs(a - b), peer_name='POT')]
     print(table(rows))                                        # markdown: task, size, peer, ours, peer, ours/peer, agreement
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-__all__ = ['time_call', 'timed', 'Row', 'table', 'markdown', 'fmt', 'record', 'JSON_ENV']
+__all__ = ['time_call', 'timed', 'paired', 'spread', 'Row', 'table', 'markdown', 'fmt', 'record', 'JSON_ENV']
 
 JSON_ENV = 'BENCH_JSON'
 
@@ -64,6 +66,27 @@ def timed(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> tuple[floa
 def time_call(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> float:
     "Median wall-clock seconds of `repeat` calls of `fn()` after `warmup` untimed calls."
     return timed(fn, repeat, warmup)[0]
+
+
+def paired(fns: dict[str, Callable[[], Any]], repeat: int = 30, warmup: int = 1) -> tuple[dict, dict]:
+    """Time several functions on the same work interleaved: each round calls every one once, so a drift in the
+    machine's load hits them alike. Returns (median seconds, all samples) keyed like `fns`."""
+    if repeat < 1: raise ValueError(f'repeat must be at least 1, got {repeat}')
+    for _ in range(warmup):
+        for f in fns.values(): f()
+    ts = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, f in fns.items():
+            t0 = time.perf_counter(); f(); ts[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in ts.items()}, ts
+
+
+def spread(ts: dict, a: str, b: str) -> str:
+    "Median [lower, upper quartile] of the paired ratios ts[a] / ts[b] (from `paired`), e.g. '0.52 [0.47, 0.58]'."
+    r = [x / y for x, y in zip(ts[a], ts[b])]
+    if len(r) < 2: return f'{r[0]:.2f}'
+    q = statistics.quantiles(r, n=4)
+    return f'{statistics.median(r):.2f} [{q[0]:.2f}, {q[2]:.2f}]'
 
 
 def fmt(x, digits: int = 4) -> str:

@@ -5,11 +5,10 @@ and spike agreement; and the training-step overhead of DeepTAGE (TASG + deep sup
     python benchmarks/deeptage.py [--repeats 30] [--threads 1] [--no-training]
 """
 import argparse
-import statistics
 
 import torch
 
-from _timing import Row, markdown, table, time_call
+from _timing import Row, markdown, paired, spread, table, time_call
 from iclr25_nb import deeptage as dt
 
 
@@ -47,10 +46,10 @@ def _peer_layers():
 
 def lif_peers(sizes=SIZES, repeats=30):
     """Forward + backward of the same (T, B, N) input through our `LIFLayer` (the fused `MultiStepLIF` path, the
-    documented one) and each peer. Timed in `blocks` interleaved blocks of `repeats` calls each (median per block);
-    the row's times are the medians over blocks and the spread column gives the min-max of the per-block ratios."""
+    documented one) and each peer, timed with `paired` (`repeats` rounds, every function once a round): the rows give
+    the medians, the spread table median [quartiles] of the paired ratios."""
     peers, skipped = _peer_layers()
-    rows, spread = [], []
+    rows, spreads = [], []
     for T, B, shape in sizes:
         torch.manual_seed(0)
         x0 = torch.randn(T, B, *shape) * 1.5
@@ -71,27 +70,20 @@ def lif_peers(sizes=SIZES, repeats=30):
         with torch.no_grad(): spikes = ours(x0); s_step = ours.forward_stepwise(x0)
         fns = {'ours': run(ours), 'ours TASG': run(ours_tasg), 'ours stepwise': run(stepwise),
                **{k: run(l, r) for k, (l, r) in peers.items()}}
-        for f in fns.values(): f()                                      # warm-up
-        ts = {k: [] for k in fns}
-        for _ in range(repeats):                                        # paired: load drifts hit all alike
-            for k, f in fns.items(): ts[k].append(time_call(f, 1, warmup=0))
-        med = {k: statistics.median(v) for k, v in ts.items()}
-
-        def ratio(k):                                                   # quartiles of the paired ratios
-            q = statistics.quantiles([a / b for a, b in zip(ts['ours'], ts[k])], n=4)
-            return f"{q[1]:.2f} [{q[0]:.2f}, {q[2]:.2f}]"
+        med, ts = paired(fns, repeats)                                  # interleaved: load drifts hit all alike
+        ratio = lambda k: spread(ts, 'ours', k)
         agree = lambda s: f"{100 * (s == spikes).float().mean().item():.2f}% spikes"
         rows.append(Row(task + ', TASG w=0.25', size, med['ours TASG'], med['ours'], None, 'ours, fixed ATan (TASG overhead)'))
         rows.append(Row(task, size, med['ours'], med['ours stepwise'], agree(s_step), 'ours, step-by-step autograd (before)'))
-        spread.append((size, 'ours step-by-step', ratio('ours stepwise')))
+        spreads.append((size, 'ours step-by-step', ratio('ours stepwise')))
         for k, (l, r) in peers.items():
             with torch.no_grad():
                 s_p = l(x0)
                 if r: r(l)
             rows.append(Row(task, size, med['ours'], med[k], agree(s_p), k))
-            spread.append((size, k, ratio(k)))
+            spreads.append((size, k, ratio(k)))
         for k, e in skipped.items(): rows.append(Row.skipped(task, size, med['ours'], k, e))
-    return rows, spread
+    return rows, spreads
 
 
 def training_overhead(repeats=10):
@@ -112,11 +104,11 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median of {a.repeats} after 1 warm-up\n")
-    rows, spread = lif_peers(repeats=a.repeats)
+    rows, spreads = lif_peers(repeats=a.repeats)
     print(table(rows, 'LIF layer: ours (fixed ATan, fused MultiStepLIF) vs peers', unit='ms',
                 agreement='spike agreement with ours'))
     print()
-    print(markdown(['size', 'peer', f'ours / peer: median [quartiles] of {a.repeats} paired calls'], spread, 'LIF ratio spread'))
+    print(markdown(['size', 'peer', f'ours / peer: median [quartiles] of {a.repeats} paired calls'], spreads, 'LIF ratio spread'))
     if a.no_training: return
     print()
     print(table(training_overhead(max(3, a.repeats // 2)), 'DeepTAGE training-step overhead over TET', unit='ms'))

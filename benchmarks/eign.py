@@ -2,17 +2,19 @@
 
 Same work on both sides: apply the unsigned edge operator |B|^T |B| (the line-graph adjacency plus 2 I, i.e. EIGN's
 L_inv at q = 0) to a (m, c) edge signal. PyG builds the line graph with `LineGraph` and propagates with a scatter-add
-over its edges; we do two gather/scatter passes through the (n, m) incidence. We also time EIGN's complex magnetic
+over its edges; we multiply by the two sparse factors of the (n, m) incidence (CSR; their construction is timed in
+'build'). Apply times are paired (each round calls ours and PyG once) and the spread table gives median [quartiles]
+of the paired ratios. We also time EIGN's complex magnetic
 operator (q > 0, no PyG counterpart) and report the memory a dense m x m operator would need.
 
-Run: python benchmarks/eign.py [--sizes 1000 10000 100000] [--channels 16] [--repeats 3]
+Run: python benchmarks/eign.py [--sizes 1000 10000 100000] [--channels 16] [--repeats 30] [--threads 1]
 """
 import argparse
 
 import numpy as np
 import torch
 
-from _timing import Row, markdown, table, timed
+from _timing import Row, markdown, paired, spread, table, timed
 
 
 def delaunay_graph(m_target: int, seed: int = 0):
@@ -30,8 +32,15 @@ def delaunay_graph(m_target: int, seed: int = 0):
     return EdgeGraph(torch.from_numpy(pairs.T.copy()), torch.from_numpy(rng.random(len(pairs)) > 0.3), n)
 
 
-def run(sizes, channels: int = 16, repeat: int = 3):
+def build(g, x, q=0.0, src='inv', dst='inv', normalise=False, **kw):
+    "Our operator with both sparse factors built (they are otherwise built on the first apply)."
     from iclr25_nb.eign import edge_operator
+    op = edge_operator(g, q, src, dst, normalise=normalise, **kw)
+    op.matrix('boundary', x), op.matrix('coboundary', x)
+    return op
+
+
+def run(sizes, channels: int = 16, repeat: int = 30):
     try:
         from torch_geometric.data import Data
         from torch_geometric.transforms import LineGraph
@@ -39,50 +48,61 @@ def run(sizes, channels: int = 16, repeat: int = 3):
         pyg = None
     except ImportError as e:
         pyg = e
-    rows, extra = [], []
+    rows, extra, spreads = [], [], []
     for m in sizes:
         g = delaunay_graph(m)
         m = g.num_edges
         x = torch.randn(m, channels)
         # ours: build the operator (incidence entries + closed-form degrees) and apply it
-        t_build, op = timed(lambda: edge_operator(g, 0.0, 'inv', 'inv', normalise=False), repeat)
-        t_apply, ours = timed(lambda: op(x), repeat)
+        t_build, op = timed(lambda: build(g, x), max(3, repeat // 10))
+        ours = op(x)
         size = f'm={m}, c={channels}'
         if pyg is not None:
             rows += [Row.skipped('build the unsigned edge operator', size, t_build, 'PyG LineGraph', pyg),
-                     Row.skipped('apply the unsigned edge operator', size, t_apply, 'PyG scatter-add', pyg)]
+                     Row.skipped('apply the unsigned edge operator', size, timed(lambda: op(x), repeat)[0],
+                                 'PyG scatter-add', pyg)]
         else:
             # PyG: line graph construction, then message passing over its edges (+ 2 x for the diagonal)
             data = Data(edge_index=torch.cat([g.edge_index, g.edge_index.flip(0)], 1), num_nodes=g.num_nodes)
-            t_pyg_build, lg = timed(lambda: LineGraph(force_directed=False)(data.clone()), repeat)
+            t_pyg_build, lg = timed(lambda: LineGraph(force_directed=False)(data.clone()), max(3, repeat // 10))
             src, dst = lg.edge_index
             key = torch.minimum(g.edge_index[0], g.edge_index[1]) * g.num_nodes + torch.maximum(g.edge_index[0], g.edge_index[1])
             order = torch.argsort(key)                  # PyG numbers the undirected edges in sorted (min, max) order
             xs = x[order]
-            t_pyg_apply, theirs = timed(lambda: scatter(xs[src], dst, 0, dim_size=m, reduce='sum') + 2 * xs, repeat)
-            agree = (ours[order] - theirs).abs().max().item()
+            pyg_apply = lambda: scatter(xs[src], dst, 0, dim_size=m, reduce='sum') + 2 * xs
+            med, ts = paired({'ours': lambda: op(x), 'PyG': pyg_apply}, repeat)
+            t_apply, t_pyg_apply = med['ours'], med['PyG']
+            agree = (ours[order] - pyg_apply()).abs().max().item()
+            spreads.append((size, spread(ts, 'ours', 'PyG')))
             size += f', line graph {int(src.numel())} edges'
             rows += [Row('build the unsigned edge operator', size, t_build, t_pyg_build, None, 'PyG LineGraph'),
                      Row('apply the unsigned edge operator', size, t_apply, t_pyg_apply, agree, 'PyG scatter-add')]
         # EIGN's complex magnetic operator (no PyG counterpart)
-        opq = edge_operator(g, 1.0, 'equ', 'equ', normalise=True, q_normalisation='per_edge')
         xc = torch.randn(m, channels // 2, dtype=torch.complex64)
+        opq = build(g, xc, 1.0, 'equ', 'equ', normalise=True, q_normalisation='per_edge')
         t_mag, _ = timed(lambda: opq(xc), repeat)
         rows.append(Row('apply magnetic operator (q=1, complex)', f'm={m}, c={channels // 2}', t_mag))
-        ours_mb = sum(t.numel() * t.element_size() for t in (op.rows, op.cols, op.b_src, op.b_dst, op.deg_inv_sqrt)) / 2**20
+        csr = [t for a in op._csr.values() for t in (a.crow_indices(), a.col_indices(), a.values())]
+        ours_mb = sum(t.numel() * t.element_size() for t in [op.rows, op.cols, op.b_src, op.b_dst, op.deg_inv_sqrt, *csr]) / 2**20
         extra.append((m, ours_mb, m * m * 8 / 2**30))
-    return rows, extra
+    return rows, extra, spreads
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--sizes', type=int, nargs='+', default=[1000, 10000, 100000])
     ap.add_argument('--channels', type=int, default=16)
-    ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--repeats', type=int, default=30)
+    ap.add_argument('--threads', type=int, default=1)
     args = ap.parse_args()
-    rows, extra = run(args.sizes, args.channels, args.repeats)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
+    rows, extra, spreads = run(args.sizes, args.channels, args.repeats)
     print(table(rows, 'EIGN edge operators vs PyTorch Geometric', unit='ms', agreement='max abs diff'))
     print('\nratios are ours / PyG (below 1: we are faster)\n')
+    print(markdown(['size', f'apply, ours / PyG: median [quartiles] of {args.repeats} paired calls'], spreads,
+                   'EIGN apply ratio spread'))
+    print()
     print(markdown(['m', 'our operator (MB)', 'one dense m x m complex64 operator (GB)'], extra))
 
 
