@@ -1,6 +1,6 @@
 """Benchmark: our batched torch force-density solver vs compas_fd (`fd_numpy`) and, when importable, jax_fdm.
 
-    python benchmarks/neural_fdm.py [--designs 100] [--num-uv 10] [--repeats 3]
+    python benchmarks/neural_fdm.py [--designs 100] [--num-uv 10] [--repeats 5] [--threads 1]
 
 Same networks (Bézier shells, random compression force densities, tributary-area loads), float64. Prints the time
 per design of each solver, our time / peer time, and the largest coordinate difference to ours."""
@@ -22,7 +22,8 @@ def jax_fdm_solver(s, x, q, P):
         from jax_fdm.equilibrium import EquilibriumModel, EquilibriumStructure
     except ImportError:
         return None
-    structure = EquilibriumStructure(nodes=list(range(s.n)), edges=s.edges.tolist(), supports=s.fixed_idx.tolist())
+    structure = EquilibriumStructure(nodes=np.arange(s.n), edges=s.edges.numpy(),         # numpy arrays (jax_fdm 0.14)
+                                     supports=s.fixed.numpy().astype(np.int64))            # per-node support flags
     model = EquilibriumModel(tmax=1)
     fixed = s.fixed_idx.numpy()
 
@@ -41,8 +42,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--designs', type=int, default=100)
     ap.add_argument('--num-uv', type=int, default=10)
-    ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--repeats', type=int, default=5)
+    ap.add_argument('--threads', type=int, default=1)
     a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
     gen = BezierShellGenerator('saddle', 'none', num_uv=a.num_uv)
     s = gen.structure
     x = gen.sample(a.designs, torch.Generator().manual_seed(0))

@@ -207,7 +207,7 @@ def residual_forces(q: torch.Tensor, X: torch.Tensor, P: torch.Tensor, edges: to
     CTy = torch.zeros_like(X).index_add(1, edges[:, 0], y).index_add(1, edges[:, 1], -y)
     return P - CTy
 
-# %% ../nbs/28_neural_fdm.ipynb #2273fe61
+# %% ../nbs/28_neural_fdm.ipynb #a9174f48
 def _lu(K: torch.Tensor):
     # One item at a time: MKL 2024.2's batched getrf (torch 2.13 CPU) returned invalid pivots, or silently wrong
     # factors, in processes that had called torch.set_num_threads and loaded other native libraries (seen in the test
@@ -225,6 +225,31 @@ def _lu_solve(LU, piv, B, adjoint: bool = False):
     return torch.stack([torch.linalg.lu_solve(l, p, b, adjoint=adjoint) for l, p, b in zip(LU, piv, B)])
 
 
+def _solve_ok(K, X, B) -> bool:
+    "Normwise backward error of K X = B at most 100 n eps for every batch item."
+    fro = lambda A: torch.linalg.matrix_norm(A, 'fro')
+    err = fro(K @ X - B) / (fro(K) * fro(X) + fro(B)).clamp_min(torch.finfo(K.dtype).tiny)
+    return bool((err <= 100 * K.shape[-1] * torch.finfo(K.dtype).eps).all())
+
+
+class _Factor:
+    """K_NN (batch, n, n) factored once for its solves (forward and adjoint: K is symmetric): one batched Cholesky of
+    sign·K when every item is definite, else one LU per item; a Cholesky solve that fails `_solve_ok` is redone by LU."""
+    def __init__(self, K: torch.Tensor):
+        self.K, self.LU = K, None
+        self.sign = torch.where(K.diagonal(dim1=1, dim2=2).sum(-1) < 0, -1.0, 1.0).to(K.dtype)[:, None, None]
+        L, info = torch.linalg.cholesky_ex(self.sign * K)
+        self.L = L if bool((info == 0).all()) else None
+        if self.L is None: self.LU = _lu(K)
+
+    def solve(self, B: torch.Tensor) -> torch.Tensor:
+        if self.L is not None:
+            X = self.sign * torch.cholesky_solve(B, self.L)
+            if _solve_ok(self.K, X, B): return X
+            self.L, self.LU = None, _lu(self.K)                        # a faulty batched factor: LU from now on
+        return _lu_solve(*self.LU, B)
+
+
 def _assemble(X_N, X_F, s: Structure):
     B = X_N.shape[0]
     X = X_N.new_zeros(B, s.n, 3)
@@ -237,17 +262,17 @@ class _FDMImplicit(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, X_F, P_N, s):
         K_NN, K_NF = stiffness_blocks(q, s)
-        LU, piv = _lu(K_NN)
-        X_N = _lu_solve(LU, piv, P_N - K_NF @ X_F)
+        ctx.factor = _Factor(K_NN)
+        X_N = ctx.factor.solve(P_N - K_NF @ X_F)
         ctx.s = s
-        ctx.save_for_backward(X_F, X_N, LU, piv, K_NF)
+        ctx.save_for_backward(X_F, X_N, K_NF)
         return X_N
 
     @staticmethod
     def backward(ctx, g):
-        X_F, X_N, LU, piv, K_NF = ctx.saved_tensors
+        X_F, X_N, K_NF = ctx.saved_tensors
         s = ctx.s
-        lam = _lu_solve(LU, piv, g, adjoint=True)              # λ = K_NN⁻ᵀ g (K is symmetric)
+        lam = ctx.factor.solve(g)                               # λ = K_NN⁻ᵀ g = K_NN⁻¹ g (K is symmetric)
         X = _assemble(X_N, X_F, s)
         Lam = _assemble(lam, torch.zeros_like(X_F), s)
         dq = -(edge_vectors(Lam, s.edges) * edge_vectors(X, s.edges)).sum(-1)   # −⟨(Cλ)_e, (CX)_e⟩

@@ -474,3 +474,47 @@ def test_solve_after_set_num_threads():
         torch.testing.assert_close(a, b)
     finally:
         torch.set_num_threads(n)
+
+
+def test_factor_cholesky_lu_and_fallback():
+    "Definite K (q of one sign): the batched Cholesky path; mixed signs: per-item LU; a wrong factor is caught and redone."
+    import iclr25_nb.neural_fdm as M
+    gen = BezierShellGenerator('saddle', 'none', num_uv=5)
+    s = gen.structure
+    g = torch.Generator().manual_seed(0)
+    q = -torch.rand(3, s.m, generator=g, dtype=torch.float64) - 0.5              # compression: -K definite
+    K, _ = M.stiffness_blocks(q, s)
+    B = torch.randn(3, K.shape[1], 3, generator=g, dtype=torch.float64)
+    f = M._Factor(K)
+    assert f.L is not None and f.LU is None
+    torch.testing.assert_close(f.solve(B), torch.linalg.solve(K, B))
+    f.L = f.L * 1.01                                                              # a silently wrong factor
+    torch.testing.assert_close(f.solve(B), torch.linalg.solve(K, B))             # caught by the backward-error check
+    assert f.L is None and f.LU is not None
+    qm = q.clone(); qm[1, ::2] *= -1.0                                            # mixed signs: K indefinite
+    Km, _ = M.stiffness_blocks(qm, s)
+    fm = M._Factor(Km)
+    assert fm.L is None
+    torch.testing.assert_close(fm.solve(B), torch.linalg.solve(Km, B))
+
+
+def test_cross_check_with_jax_fdm():
+    "The same shells solved by jax_fdm's EquilibriumModel (the official code's library) agree to float64 precision."
+    pytest.importorskip('jax_fdm')
+    import jax
+    jax.config.update('jax_enable_x64', True)
+    import jax.numpy as jnp
+    from jax_fdm.equilibrium import EquilibriumModel, EquilibriumStructure
+    gen = BezierShellGenerator('saddle', 'none', num_uv=6)
+    s = gen.structure
+    x = gen.sample(3, torch.Generator().manual_seed(0))
+    q = -torch.rand(3, s.m, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 9.5 - 0.5
+    P = area_loads(x, s.faces, -0.5)
+    ours = fdm_solve(q.numpy(), x.numpy(), s.edges.numpy(), s.fixed.numpy(), P.numpy())
+    st = EquilibriumStructure(nodes=np.arange(s.n), edges=s.edges.numpy(), supports=s.fixed.numpy().astype(np.int64))
+    model, fixed = EquilibriumModel(tmax=1), s.fixed_idx.numpy()
+    for b in range(3):
+        xi, Pi = jnp.asarray(x[b].numpy()), jnp.asarray(P[b].numpy())
+        free = model.nodes_free_positions(jnp.asarray(q[b].numpy()), xi[fixed], Pi, st)
+        theirs = np.asarray(model.nodes_positions(free, xi[fixed], st))
+        np.testing.assert_allclose(ours[b], theirs, atol=1e-10)
