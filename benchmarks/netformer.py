@@ -1,7 +1,9 @@
 """NetFormer benchmark: our batched VAR / ridge against scikit-learn on the same data (agreement and time), and
 NetFormer training throughput on the connectivity-constrained network.
 
-    python benchmarks/netformer.py [--n 200] [--steps 30000] [--repeats 3] [--train-steps 5]
+    python benchmarks/netformer.py [--n 200] [--steps 30000] [--repeats 3] [--train-steps 5] [--quick]
+
+`--quick`: N = 100 neurons, T = 10,000 steps, 2 repeats (run_all's table).
 """
 import argparse
 
@@ -18,7 +20,9 @@ def main():
     ap.add_argument('--steps', type=int, default=30_000)
     ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--train-steps', type=int, default=5)
+    ap.add_argument('--quick', action='store_true', help='N=100, T=10000, 2 repeats')
     a = ap.parse_args()
+    if a.quick: a.n, a.steps, a.repeats = 100, 10_000, 2
     try:
         from sklearn.linear_model import LinearRegression, Ridge
         sk = None
