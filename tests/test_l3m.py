@@ -230,6 +230,7 @@ def test_experiment_config_bad_input_and_data():
     with pytest.raises(ValueError, match='data'): L.reproduce(data='ultrachat.json')
 
 
+@pytest.mark.slow
 def test_short_finetune_moves_l3m_towards_the_band_and_checkpoints():
     exp = L.make_experiment('quick', seed=0, pretrain_steps=30, steps=3, methods=('sft', 'l3m'), eval_samples=32,
                             n_heldout=32)
@@ -285,16 +286,47 @@ def test_load_text_missing_and_folder_and_line_endings(tmp_path):
     assert L.load_text(p) == 'a\nb\nc\n'
 
 
-def test_text_task_bad_input_and_experiment_on_a_small_file(tmp_path):
+def test_text_task_bad_input(tmp_path):
     with pytest.raises(ValueError, match='at least 2'): L.TextTask('x' * 500, context_len=8, max_len=48)
     with pytest.raises(ValueError, match='context_len'): L.TextTask('ab\ncd\n', context_len=0)
     task = L.TextTask('ab\ncd\nef\n' * 10, context_len=4, max_len=8)
     with pytest.raises(ValueError, match='split'): task.sample(2, np.random.default_rng(0), split='test')
     with pytest.raises(ValueError, match='vocabulary'): task.vocab.encode('Q')
     with pytest.raises(ValueError, match='data_path'): L.make_experiment('quick', data_path='')
+    with pytest.raises(ValueError, match='reward_min'): L.make_experiment('quick', reward_min=0.5)   # synthetic: none
+    with pytest.raises(ValueError, match='reward_min'): L.make_experiment('quick', data_path='x.txt', reward_min=2.0)
     short = tmp_path / 'short.txt'
     short.write_text('a few words\n' * 5, encoding='utf-8')
     with pytest.raises(ValueError, match=r'short\.txt.*too short'): L.make_experiment('quick', data_path=str(short))
+    with pytest.raises(ValueError, match=r'data.*nope\.txt.*no such file'): L.reproduce(data=str(tmp_path / 'nope.txt'))
+
+
+def test_text_reward_is_the_end_punctuation_indicator():
+    task = L.TextTask('Speak, speak.\nAll:\nno end here\nWhy?\n' * 5, context_len=4, max_len=20)
+    lines = ['Speak, speak.', 'All:', 'no end here', 'Why?', '']
+    ids = [task.vocab.encode(x) for x in lines]
+    resp = torch.zeros(len(lines), 21, dtype=torch.long)
+    for i, x in enumerate(ids): resp[i, :len(x)] = torch.as_tensor(x); resp[i, len(x)] = L.EOS
+    r = task.reward(resp, torch.tensor([len(x) for x in ids]))
+    assert r.tolist() == [1.0, 1.0, 0.0, 1.0, 0.0]
+
+
+def test_two_constraints_on_text_give_three_multipliers(tmp_path):
+    "A tiny run with the length band and the reward threshold: three multipliers per step, all non-negative."
+    ok = tmp_path / 'lines.txt'
+    ok.write_text(''.join(f'line {i}{"." if i % 3 else ""}\n' for i in range(200)), encoding='utf-8')
+    exp = L.make_experiment('quick', seed=0, data_path=str(ok), pretrain_steps=2, steps=2, methods=('l3m', 'dual'),
+                            band=(2.0, 6.0), reward_min=0.5, max_len=12, context_len=4, d=8, hidden=8, prompts=2,
+                            k_samples=2, sft_batch=4, eval_samples=16, n_heldout=16)
+    hist = exp.run()
+    assert all(h[f'lam_{s}_l3m'] >= 0 for h in hist[2:] for s in ('hi', 'lo', 'rw'))
+    assert 0 <= hist[-1]['reward_l3m'] <= 1 and exp.objectives.items['l3m'].names[-1] == 'reward>=0.5'
+    ev = exp.evaluate()
+    assert 0 <= ev['reward_l3m'] <= 1 and math.isfinite(ev['lam_rw_l3m'])
+
+
+@pytest.mark.slow
+def test_experiment_on_a_small_text_file(tmp_path):
     ok = tmp_path / 'lines.txt'
     ok.write_text(''.join(f'line number {i} {"x" * (i % 20)}\n' for i in range(200)), encoding='utf-8')
     exp = L.make_experiment('quick', seed=0, data_path=str(ok), pretrain_steps=3, steps=2, methods=('sft', 'l3m'),
