@@ -131,3 +131,34 @@ def test_loader_reads_and_rejects_broken_files(tmp_path):
     with pytest.raises(ValueError, match='trunc.npz'): H.load_subject(trunc)
     txt = tmp_path / 'text.npz'; txt.write_text('not an array')
     with pytest.raises(ValueError, match='text.npz'): H.load_subject(txt)
+
+
+def test_predict_runs_the_transformer_in_eval_mode_and_keeps_modes():
+    "Regression: tokens() used to switch the whole model (the transformer too) back to training, so predict() ran"
+    " with dropout on."
+    g = H.SyntheticSEEG(n_subjects=2, n_syllables=2, n_reps=3, channels_range=(4, 6), seed=0)
+    data = H.subject_data(g)
+    model = H.H2DiLR(g.channels, D=4, shared_K=8, private_K=4, dropout=0.5)
+    model.fit_stage1(data['train'][0], steps=2)
+    model.fit_stage2(*data['train'], steps=2)
+    model.train()
+    X = data['test'][0][0]
+    a, b = model.predict(X, 0), model.predict(X, 0)
+    assert torch.equal(a, b)                                    # no dropout at prediction
+    assert model.transformer.training and model.encoders.training   # modes restored as they were
+    tok = model.decoder_tokens(model.tokens(X, 0))
+    model.transformer.eval()
+    assert torch.equal(model.transformer(tok).argmax(1), a)
+
+
+def test_early_stopping_keeps_the_best_validation_checkpoint():
+    net = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad(): net.weight.zero_()
+    scores = iter([0.2, 0.9, 0.5])                              # evaluated after steps 2, 4, 6: best after step 4
+
+    def step():
+        with torch.no_grad(): net.weight += 1.0
+    H._train_selected(net, step, 6, lambda: next(scores), eval_every=2)
+    assert float(net.weight) == 4.0
+    H._train_selected(net, step, 3)                             # no score: the last state
+    assert float(net.weight) == 7.0
