@@ -12,8 +12,12 @@
    difference| after the epoch. PyG's own `ClusterData` / `ClusterLoader` need METIS from torch_sparse or pyg-lib:
    where neither is installed (here) that row says so.
 4. One TOP epoch vs one Cluster-GCN epoch of ours (the compensation's overhead; TOP's precomputation not timed).
+5. `--scaling`: the epoch-time scaling curve of `iclr25_nb.top.scaling_study` (full-batch, Cluster-GCN, TOP, the
+   exact L-hop mini-batch; METIS batches of about 1,000 nodes; the mini-batch trainers timed on 2 sampled batches
+   and scaled to the epoch) on CSBM graphs of 10^4 to 10^6 nodes (`--scaling-sizes`), with the ratios exact / TOP
+   and TOP / Cluster-GCN measured in the same run.
 
-Run: python benchmarks/top.py [--quick]   (--quick: small graphs, about a minute)
+Run: python benchmarks/top.py [--quick] [--scaling]   (--quick: small graphs, about a minute)
 """
 import argparse
 import warnings
@@ -23,7 +27,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from _timing import Row, table, timed
+from _timing import Row, markdown, table, timed
 from iclr25_nb import top as T
 
 HIDDEN, LAYERS, PARTS, PER_BATCH = 64, 3, 20, 2
@@ -172,12 +176,28 @@ def main(sizes):
     return rows
 
 
+def scaling(sizes, batch_nodes=1000):
+    rows = T.scaling_study(sizes=sizes, batch_nodes=batch_nodes, sample_batches=2, repeats=1)
+    body = [[f"{r['n']:,}", f"{r['edges']:,}", r['batches'], f"{r['exact_nodes']:,.0f}",
+             *(r[f'epoch_s_{k}'] for k in T.TRAINERS), r['epoch_s_exact'] / r['epoch_s_top'],
+             r['epoch_s_top'] / r['epoch_s_cluster'], r['precompute_basis_s'] + r['precompute_top_s']] for r in rows]
+    return markdown(['nodes', 'edges', 'batches', 'exact batch nodes', 'full-batch s/epoch', 'Cluster-GCN s/epoch',
+                     'TOP s/epoch', 'exact L-hop s/epoch', 'exact / TOP', 'TOP / Cluster-GCN', 'TOP precompute s'],
+                    body, title='TOP: epoch time vs graph size')
+
+
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='small graphs (about a minute)')
     ap.add_argument('--sizes', type=int, nargs='*', help='CSBM node counts (default 10k 30k 100k; quick 2k 5k 20k)')
+    ap.add_argument('--scaling', action='store_true', help='only the epoch-time scaling curve (to 10^6 nodes)')
+    ap.add_argument('--scaling-sizes', type=int, nargs='*', default=[10_000, 30_000, 100_000, 300_000, 1_000_000])
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.scaling:
+        print('## TOP: epoch time vs graph size (CSBM, METIS batches of about 1,000 nodes, one torch thread)\n')
+        print(scaling(a.scaling_sizes))
+        raise SystemExit(0)
     sizes = a.sizes or ((2_000, 5_000, 20_000) if a.quick else (10_000, 30_000, 100_000))
     print(table(main(sizes), 'TOP: our sparse GCN vs PyTorch Geometric (CSBM, one torch thread)', unit='ms',
                 agreement='agreement (max |diff|)'))

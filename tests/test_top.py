@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25_nb.top import (ClusterGCN, ExactNeighbourhood, FullBatch, TOP, TOPGCN, TOPGCNConv, build_basis, csbm,
-                           cut_fraction, embedding_error, load_planetoid, make_batches, make_experiment,
-                           normalized_adjacency, normalized_adjacency_scipy, orthonormal_basis, partition,
-                           precompute_top_batches)
+from iclr25_nb.top import (ClusterGCN, ExactNeighbourhood, FullBatch, TOP, TOPGCN, TOPGCNII, TOPGCNConv, as_features,
+                           build_basis, csbm, cut_fraction, embedding_error, load_planetoid, make_batches,
+                           make_experiment, make_model, normalized_adjacency, normalized_adjacency_scipy,
+                           orthonormal_basis, partition, precompute_top_batches, scaling_study)
 
 
 @pytest.fixture(scope='module')
@@ -97,6 +97,66 @@ def test_exact_neighbourhood_equals_full_batch(small):
     assert all(s[-1] > s[0] for s in ex.sizes)                       # the neighbourhood grows
 
 
+@pytest.mark.parametrize('arch', ['gcn', 'gcnii'])
+def test_exact_for_a_nonlinear_model_when_its_own_embeddings_span_the_basis(small, arch):
+    "Message invariance holds exactly when Q spans the model's own message inputs (ReLU nets, every layer)."
+    g, A, batches = small
+    X = g.x.astype(np.float64)
+    torch.manual_seed(3)
+    model = make_model(arch, 8, 6, 3, 3, 0.0).double().eval()
+    full = FullBatch(A, X, dtype=torch.float64)
+    _, hid = model(full.A, full.x, return_hidden=True)
+    blocks = [h.detach().numpy() for h in model.message_inputs(hid)]
+    if model.raw_features_in_basis: blocks = [X] + blocks
+    P = np.concatenate(blocks, 1)
+    Q = orthonormal_basis(P, P.shape[1], power_iters=0)
+    top = TOP(A, X, batches, Q, inb_size=1000, dtype=torch.float64)
+    ref = full.forward(model)[0]
+    exact = 0
+    for i, t in enumerate(top.top):     # exact where Q_S has full column rank (a ReLU unit alive only outside B
+        if np.linalg.cond(Q[t.nodes[t.anchors.numpy()]]) < 1e4:     # makes Q_B rank-deficient: then it is not)
+            torch.testing.assert_close(top.forward(model, i)[0], ref[t.nodes], atol=1e-8, rtol=0); exact += 1
+    assert exact >= 2
+    assert max(embedding_error(model, ClusterGCN(A, X, batches, dtype=torch.float64))) > 1e-3
+
+
+def test_gcnii_exact_neighbourhood_and_single_batch(small):
+    g, A, batches = small
+    torch.manual_seed(4)
+    model = TOPGCNII(8, 16, 3, layers=3, dropout=0.0)
+    assert max(embedding_error(model, ExactNeighbourhood(A, g.x, batches, 3))) < 1e-5
+    Q = orthonormal_basis(build_basis(lambda: TOPGCNII(8, 16, 3, 3), A, g.x, random_num=1), 16)
+    assert Q.shape[1] <= 16
+    assert max(embedding_error(model, TOP(A, g.x, [np.arange(g.n)], Q, 100))) < 1e-5
+
+
+def test_sparse_features_match_dense(small):
+    g, A, batches = small
+    x = np.where(np.random.default_rng(0).random((g.n, 40)) < 0.05, 1.0, 0.0).astype(np.float32)
+    assert as_features(x).layout == torch.sparse_csr and as_features(g.x).layout == torch.strided
+    for arch in ('gcn', 'gcnii'):
+        torch.manual_seed(5)
+        model = make_model(arch, 40, 16, 3, 2, 0.5).eval()
+        sparse, dense = ClusterGCN(A, x, batches), ClusterGCN(A, x, batches)
+        dense.x_B = [torch.as_tensor(x[b]) for b in dense.batches]
+        assert sparse.x_B[0].layout == torch.sparse_csr
+        for i in range(len(batches)):
+            torch.testing.assert_close(sparse.forward(model, i)[0], dense.forward(model, i)[0])
+        model.train()                                                        # gradients flow through the sparse path
+        sparse.forward(model, 0)[0].sum().backward()
+        first = model.convs[0].lin if arch == 'gcn' else model.lin_in
+        assert first.weight.grad is not None and first.weight.grad.abs().sum() > 0
+
+
+def test_scaling_study_structure():
+    rows = scaling_study(sizes=(300, 900), batch_nodes=150, layers=2, hidden=8, rank=8, inb_size=20,
+                         sample_batches=2, repeats=1)
+    assert [r['batches'] for r in rows] == [2, 6]
+    assert all(r[f'epoch_s_{k}'] > 0 for r in rows for k in ('full', 'cluster', 'top', 'exact'))
+    assert rows[1]['exact_nodes'] > rows[1]['batch_nodes']                   # neighbour explosion
+    with pytest.raises(ValueError, match='sample_batches'): scaling_study(sizes=(300,), sample_batches=0)
+
+
 def test_partition_covers_every_node_once_and_metis_beats_random():
     g = csbm(2000, seed=4)
     for method in ('metis', 'rcm', 'random'):
@@ -157,6 +217,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match='rank'): orthonormal_basis(np.ones((4, 2)), 0)
     with pytest.raises(ValueError, match='NaN'): orthonormal_basis(np.full((4, 2), np.nan), 2)
     with pytest.raises(ValueError, match='parts_per_batch'): make_batches(np.arange(4), np.array([0, 2, 4]), 3)
+    with pytest.raises(ValueError, match='arch'): make_model('gat', 3, 4, 2, 2)
+    with pytest.raises(ValueError, match='alpha'): TOPGCNII(3, 4, 2, alpha=1.5)
+    with pytest.raises(ValueError, match='arch'): make_experiment(arch='sage')
 
 
 # --- the Planetoid loader on the real files and on broken copies -------------------------------------------------
