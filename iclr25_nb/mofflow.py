@@ -45,7 +45,7 @@ def _need(module: str):
     except ImportError as e:
         raise ImportError(f"{module} is needed here: pip install 'iclr25_nb[peers]' ({e})") from None
 
-# %% ../nbs/11_mofflow.ipynb #a62508d3
+# %% ../nbs/11_mofflow.ipynb #64be69fe
 def _hat(w: torch.Tensor) -> torch.Tensor:
     "[w]_x: (..., 3) -> (..., 3, 3) skew-symmetric."
     z = torch.zeros_like(w[..., 0])
@@ -62,9 +62,13 @@ def exp_map(rotvec: torch.Tensor) -> torch.Tensor:
     th = torch.sqrt(torch.where(small, torch.ones_like(th2), th2))
     a = torch.where(small, 1 - th2 / 6, torch.sin(th) / th)
     b = torch.where(small, 0.5 - th2 / 24, (1 - torch.cos(th)) / torch.where(small, torch.ones_like(th2), th2))
-    K = _hat(w)
-    eye = torch.eye(3, dtype=w.dtype, device=w.device).expand(K.shape)
-    return eye + a[..., None, None] * K + b[..., None, None] * (K @ K)
+    # I + a K + b K^2 with K^2 = w w^T - th^2 I, written entry by entry (no batched 3x3 matmul: 3-11x faster)
+    x, y, z = w.unbind(-1)
+    c = 1 - b * th2                                                    # cos(th)
+    R = torch.stack([c + b * x * x, b * x * y - a * z, b * x * z + a * y,
+                     b * x * y + a * z, c + b * y * y, b * y * z - a * x,
+                     b * x * z - a * y, b * y * z + a * x, c + b * z * z], -1)
+    return R.view(*w.shape[:-1], 3, 3)
 
 
 def matrix_to_quat(R: torch.Tensor) -> torch.Tensor:
