@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from _timing import Row, markdown, table, time_call, timed
+from _timing import Row, markdown, paired, spread, table, time_call, timed
 from iclr25_nb.noisy_trajectories import (AlternatingAligner, GaussianProcessSummary, block_cholesky, bures_sq,
                                           objective_at)
 
@@ -50,26 +50,31 @@ def main(quick: bool = False):
     except ImportError as e:
         ot = e
     rng = np.random.default_rng(0)
-    rows = []
+    rows, spreads = [], []
     for n in (50, 200, 500):
         A, B = random_cov(n, rng), random_cov(n, rng)
         m0 = np.zeros(n)
-        t_ours, ours = timed(lambda: bures_sq(A, B), repeat=7)
+        ours_fn = lambda: bures_sq(A, B)
         if isinstance(ot, ImportError):
-            rows.append(Row.skipped('Bures W², covariances', f'dim {n}', t_ours, 'POT', ot)); continue
-        t_pot, pot = timed(lambda: ot.gaussian.bures_wasserstein_distance(m0, m0, A, B) ** 2, repeat=7)
-        rows.append(Row('Bures W², covariances', f'dim {n}', t_ours, t_pot, float(abs(ours - pot)),
+            rows.append(Row.skipped('Bures W², covariances', f'dim {n}', timed(ours_fn, repeat=7)[0], 'POT', ot)); continue
+        pot_fn = lambda: ot.gaussian.bures_wasserstein_distance(m0, m0, A, B) ** 2
+        med, ts = paired({'ours': ours_fn, 'POT': pot_fn}, 15)       # interleaved: a load drift hits both alike
+        rows.append(Row('Bures W², covariances', f'dim {n}', med['ours'], med['POT'], float(abs(ours_fn() - pot_fn())),
                         'POT bures_wasserstein_distance²'))
+        spreads.append(('Bures W²', f'dim {n}', spread(ts, 'ours', 'POT')))
     for T, N in ((10, 10), (20, 10), (20, 25)):
         x, y = random_gp(T, N, rng), random_gp(T, N, rng)
         task, size = 'full-GP W² at Q = I', f'T={T}, N={N} (dim {T * N})'
-        t_ours, ours = timed(lambda: objective_at(x, y, np.eye(N), 'w2'), repeat=7)
+        ours_fn = lambda: objective_at(x, y, np.eye(N), 'w2')
         if isinstance(ot, ImportError):
-            rows.append(Row.skipped(task, size, t_ours, 'POT', ot)); continue
-        t_pot, pot = timed(lambda: ot.gaussian.bures_wasserstein_distance(x.mean.ravel(), y.mean.ravel(), x.cov, y.cov) ** 2,
-                           repeat=7)
-        rows.append(Row(task, size, t_ours, t_pot, float(abs(ours - pot)), 'POT bures_wasserstein_distance²'))
+            rows.append(Row.skipped(task, size, timed(ours_fn, repeat=7)[0], 'POT', ot)); continue
+        pot_fn = lambda: ot.gaussian.bures_wasserstein_distance(x.mean.ravel(), y.mean.ravel(), x.cov, y.cov) ** 2
+        med, ts = paired({'ours': ours_fn, 'POT': pot_fn}, 15)
+        rows.append(Row(task, size, med['ours'], med['POT'], float(abs(ours_fn() - pot_fn())), 'POT bures_wasserstein_distance²'))
+        spreads.append((task, size, spread(ts, 'ours', 'POT')))
     print(table(rows, 'Bures / W2: ours vs POT (same Gaussians, same run)', unit='ms', agreement='abs diff of W²'))
+    print()
+    print(markdown(['task', 'size', 'ours / POT: median [quartiles] of 15 paired calls'], spreads, 'Bures / W2 ratio spread'))
 
     it_rows, pot_rows, fits = [], [], []
     sizes = ((10, 10), (10, 25), (25, 25), (50, 50)) if quick else ((5, 10), (10, 10), (10, 25), (25, 25), (50, 25), (25, 50), (50, 50))
