@@ -743,7 +743,7 @@ class L3MExperiment(Experiment):
 
 make_experiment = L3MExperiment.from_preset
 
-# %% ../nbs/26_l3m.ipynb #7f47a2a0
+# %% ../nbs/26_l3m.ipynb #fccfc349
 # Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
 BANDIT_GAP_MAX = 1e-3        # |H(L3M) - H*| in nats; the barrier's own gap is m * mu_min = 1e-4  (seeds 0-2: 1.0e-4)
 BANDIT_LAM_RTOL = 0.05       # relative error of the implied multiplier against lambda*         (2e-4 on every seed)
@@ -783,7 +783,8 @@ def default_text():
     "tiny Shakespeare from $ICLR25_DATA/text or ../shared/data/text beside the project, if there is one (else None)."
     import os
     from pathlib import Path
-    for root in (os.environ.get('ICLR25_DATA'), Path(__file__).resolve().parents[2] / 'shared' / 'data'):
+    import iclr25_nb                                    # not this module's __file__: a notebook has none
+    for root in (os.environ.get('ICLR25_DATA'), Path(iclr25_nb.__file__).resolve().parents[2] / 'shared' / 'data'):
         if root and (Path(root) / 'text' / 'tinyshakespeare.txt').is_file():
             return Path(root) / 'text' / 'tinyshakespeare.txt'
     return None

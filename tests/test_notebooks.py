@@ -1,5 +1,6 @@
 "The notebooks run (nbdev_test), are committed clean, and the library equals what tools/export.py writes."
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -145,3 +146,20 @@ def test_reproduce_runs_top_to_bottom():
         missing = sorted((used & after) - before)
         if missing: late[nb.name] = missing
     assert not late, f"reproduce is called before these are defined (move the call below them): {late}"
+
+
+def test_exported_code_does_not_need_module_file():
+    """Exported cells run as the notebook's own cells too (Run All), where `__file__` is not defined: a path found from
+    the module's `__file__` is a NameError there (top's and l3m's data folders were, found by Run All in JupyterLab).
+    Use `iclr25_nb.__file__`, or guard with `'__file__' in globals()`."""
+    bare = {}
+    for nb in sorted((ROOT / 'nbs').glob('[0-9][0-9]_*.ipynb')):
+        for c in json.loads(nb.read_text())['cells']:
+            s = ''.join(c['source'])
+            if c['cell_type'] != 'code' or not s.lstrip().startswith('#| export'): continue
+            for line in s.splitlines():
+                code = line.split('#')[0]
+                if re.search(r'(?<![\w.])__file__\b', code) and "'__file__' in globals()" not in code \
+                        and "globals()['__file__']" not in code:
+                    bare.setdefault(nb.name, []).append(line.strip())
+    assert not bare, f"exported code reads the module's __file__ (undefined in the notebook): {bare}"
