@@ -882,14 +882,17 @@ class NeuralFDMExperiment(Experiment):
 
 make_experiment = NeuralFDMExperiment.from_preset
 
-# %% ../nbs/28_neural_fdm.ipynb #eb634d65
+# %% ../nbs/28_neural_fdm.ipynb #fd08d933
 def _aspect(x: np.ndarray) -> dict:
-    "A 3D scene's aspect: the data's proportions, with no axis over twice the longest of the others (towers)."
+    """A 3D scene's aspect: the data's proportions, with no axis over twice the longest of the others (towers) and none
+    under 0.4 of the longest (a shallow shell's z ticks were squashed into one unreadable column); five ticks an axis."""
     span = np.maximum(np.ptp(np.asarray(x, float), axis=0), 1e-9)
     r = span / span.max()
     r = np.minimum(r, 2 * np.sort(r)[-2])
-    r = r / r.max()
-    return dict(aspectmode='manual', aspectratio=dict(x=float(r[0]), y=float(r[1]), z=float(r[2])))
+    r = np.maximum(r / r.max(), 0.4)
+    ticks = dict(nticks=5)
+    return dict(aspectmode='manual', aspectratio=dict(x=float(r[0]), y=float(r[1]), z=float(r[2])),
+                xaxis=ticks, yaxis=ticks, zaxis=ticks)
 
 
 def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: str = '', height: int = 420):
