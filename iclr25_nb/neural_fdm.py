@@ -207,7 +207,7 @@ def residual_forces(q: torch.Tensor, X: torch.Tensor, P: torch.Tensor, edges: to
     CTy = torch.zeros_like(X).index_add(1, edges[:, 0], y).index_add(1, edges[:, 1], -y)
     return P - CTy
 
-# %% ../nbs/28_neural_fdm.ipynb #a9174f48
+# %% ../nbs/28_neural_fdm.ipynb #4adf0155
 def _lu(K: torch.Tensor):
     # One item at a time: MKL 2024.2's batched getrf (torch 2.13 CPU) returned invalid pivots, or silently wrong
     # factors, in processes that had called torch.set_num_threads and loaded other native libraries (seen in the test
@@ -220,9 +220,9 @@ def _lu(K: torch.Tensor):
     return LU, piv
 
 
-def _lu_solve(LU, piv, B, adjoint: bool = False):
+def _lu_solve(LU, piv, B):
     "`torch.linalg.lu_solve` one batch item at a time (see `_lu`)."
-    return torch.stack([torch.linalg.lu_solve(l, p, b, adjoint=adjoint) for l, p, b in zip(LU, piv, B)])
+    return torch.stack([torch.linalg.lu_solve(l, p, b) for l, p, b in zip(LU, piv, B)])
 
 
 def _solve_ok(K, X, B) -> bool:
