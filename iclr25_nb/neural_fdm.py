@@ -882,17 +882,18 @@ class NeuralFDMExperiment(Experiment):
 
 make_experiment = NeuralFDMExperiment.from_preset
 
-# %% ../nbs/28_neural_fdm.ipynb #fd08d933
+# %% ../nbs/28_neural_fdm.ipynb #b0a40ffd
 def _aspect(x: np.ndarray) -> dict:
     """A 3D scene's aspect: the data's proportions, with no axis over twice the longest of the others (towers) and none
-    under 0.4 of the longest (a shallow shell's z ticks were squashed into one unreadable column); five ticks an axis."""
+    under 0.4 of the longest (a shallow shell's z ticks were squashed into one unreadable column); five ticks on the
+    longest axis, fewer on shorter ones (at least three)."""
     span = np.maximum(np.ptp(np.asarray(x, float), axis=0), 1e-9)
     r = span / span.max()
     r = np.minimum(r, 2 * np.sort(r)[-2])
     r = np.maximum(r / r.max(), 0.4)
-    ticks = dict(nticks=5)
+    ticks = [dict(nticks=max(3, int(round(5 * ri)))) for ri in r]      # fewer ticks on a short axis (a tower's x, y)
     return dict(aspectmode='manual', aspectratio=dict(x=float(r[0]), y=float(r[1]), z=float(r[2])),
-                xaxis=ticks, yaxis=ticks, zaxis=ticks)
+                xaxis=ticks[0], yaxis=ticks[1], zaxis=ticks[2])
 
 
 def network_figure(x_hat, q, s: Structure, target=None, residual=None, title: str = '', height: int = 420):
@@ -1093,7 +1094,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         if overrides: report.meta['overrides'] = overrides
     return report
 
-# %% ../nbs/28_neural_fdm.ipynb #3d31b6c3
+# %% ../nbs/28_neural_fdm.ipynb #dce4e8c2
 def _view_models(snap: dict, cache: dict | None = None) -> dict:
     """CPU models rebuilt from a snapshot's config and weights; with a view's `cache` dict they are built once per
     config and their weights loaded once per snapshot."""
@@ -1243,11 +1244,12 @@ def neural_fdm_render(snap, history, height=6.0, bulge=0.0, lift=3.0, load=-0.5,
         xaxis_title='q', yaxis_title='edges', height=fig_height), defer=defer)
     n, h = len(history), _thin(history) if slow_s > 0 else history
     figs['curves'] = _cached(cache, 'curves', run, n, every, lambda: curves_figure(
-        h, ['shape'] + [f'{k}_shape' for k in keys], 'training shape error', log_y=True, height=fig_height),
+        h, ['shape'] + [f'{k}_shape' for k in keys], 'training shape error', log_y=True, height=fig_height,
+        yaxis_title='shape error (L1)'),
         defer=defer)
     figs['residual'] = _cached(cache, 'residual', run, n, every, lambda: curves_figure(
         h, ['residual'] + [f'{k}_residual' for k in keys], 'residual ‖R_free‖ (FormFinder ≈ 0)', log_y=True,
-        height=fig_height), defer=defer)
+        height=fig_height, yaxis_title='‖R_free‖'), defer=defer)
     return figs
 
 

@@ -273,6 +273,37 @@ def test_forgetting_is_lambda_independent_and_matches_the_formula():
     assert lb.forgetting(Si, Sj, Sj) == 0 and lb.forgetting(Si, Sj, -Si) == pytest.approx(0.5 * (8 - 2))
 
 
+# ---------------------------------------------------------------- transfer
+@pytest.mark.parametrize('frozen', ['input', 'output'])
+def test_probe_loss_is_the_gd_probe_in_closed_form(frozen):
+    "k GD steps on a new zero layer with the other frozen: the loss `probe_loss` predicts from the representation."
+    X, _, S = task(4, 4, seed=40)
+    W1, W2 = lb.make_lambda_balanced(0.7, 4, 4, 4, scale=0.8, rng=41)
+    _, Y_new, S_new = task(4, 4, seed=42)
+    rep = W1.T @ W1 if frozen == 'input' else W2 @ W2.T
+    eta = 0.5 / np.linalg.eigvalsh(rep).max()
+    Xw = lb.whiten(np.random.default_rng(43).standard_normal((4, 12)))
+    gd = lb._gd_probe(W1, W2, Xw, S_new @ Xw, eta, 7, frozen)
+    assert lb.probe_loss(rep, S_new, 7, eta, frozen) == pytest.approx(gd, rel=1e-10)
+    assert lb.probe_loss(rep, S_new, 0, eta, frozen) == pytest.approx(0.5 * (S_new ** 2).sum())
+    with pytest.raises(ValueError, match="frozen must be"): lb.probe_loss(rep, S_new, 3, eta, 'both')
+    with pytest.raises(ValueError, match='rep must be 4x4'): lb.probe_loss(rep[:3, :3], S_new, 3, eta, frozen)
+    with pytest.raises(ValueError, match='k must be'): lb.probe_loss(rep, S_new, -1, eta, frozen)
+
+
+def test_transfer_follows_the_sign_of_lambda_and_the_ablation_misses_it():
+    "Frozen first layer: λ < 0 transfers to A's weak input directions, λ > 0 does not; the mirror for the last layer."
+    r = lb.run_transfer(lmdas=(-2.0, 0.0, 2.0), T=10.0, seed=5)
+    by = {(x['lmda'], x['frozen']): x for x in r['rows']}
+    for frozen, good, bad in (('input', -2.0, 2.0), ('output', 2.0, -2.0)):
+        assert by[(good, frozen)]['gd'] < 1e-3 and by[(bad, frozen)]['gd'] > 0.5
+        assert by[(0.0, frozen)]['gd'] > 10 * by[(good, frozen)]['gd']
+    assert max(abs(math.log10(x['theory'] / x['gd'])) for x in r['rows']) < 1e-3
+    wrong = lb.run_transfer(lmdas=(-2.0, 2.0), T=10.0, seed=5, ablate=True)['rows']
+    assert max(abs(math.log10(x['theory'] / x['gd'])) for x in wrong) > 1.0
+    with pytest.raises(ValueError, match='len\\(s_new\\)'): lb.run_transfer(s_new=(1.0,))
+
+
 # ---------------------------------------------------------------- bad input
 def test_bad_input_raises_clear_value_errors():
     X, Y, S = task(3, 3, seed=30)
