@@ -1105,7 +1105,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/20_agq.ipynb #243c62d0
+# %% ../nbs/20_agq.ipynb #3d8ee13b
 def _label_colours(lab: np.ndarray) -> np.ndarray:
     "Labels mapped to a scrambled 0..1 colour index (0 stays 0) so neighbouring ids get distinct colours."
     lab = np.asarray(lab)
@@ -1116,9 +1116,9 @@ def slice_figure(raw: np.ndarray, labels: dict, title: str = 'slice'):
     "Raw slice and label slices side by side (one heatmap each; labels in scrambled colours)."
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-    from iclr25_nb.live import style
+    from iclr25_nb.live import style, panel_titles
     names = ['raw'] + list(labels)
-    fig = make_subplots(1, len(names), subplot_titles=names, horizontal_spacing=0.02)
+    fig = make_subplots(1, len(names), subplot_titles=panel_titles(names, len(names)), horizontal_spacing=0.02)
     fig.add_trace(go.Heatmap(z=raw, colorscale='gray', showscale=False), 1, 1)
     for i, (k, lab) in enumerate(labels.items()):
         scale = 'Viridis' if k.startswith('affinity') else 'Turbo'

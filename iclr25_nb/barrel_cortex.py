@@ -704,7 +704,7 @@ class BarrelExperiment(Experiment):
 
 make_experiment = BarrelExperiment.from_preset
 
-# %% ../nbs/24_barrel_cortex.ipynb #8da73fd2
+# %% ../nbs/24_barrel_cortex.ipynb #d4566308
 def accuracy_figure(curves: dict, title: str = 'test accuracy per epoch'):
     "One line per model: test accuracy against epoch."
     import plotly.graph_objects as go
@@ -748,8 +748,12 @@ def raster_figure(snap: dict, title: str = 'spikes of a test sweep, by subtype')
                              name=_SUBTYPES[k], showlegend=False))
     fig = figure(*tr, title=title, xaxis_title='time step', yaxis_title='neuron (grouped by subtype)')
     if len(sub):
-        ticks = [int(np.flatnonzero(sub == k).mean()) for k in range(13) if (sub == k).any()]
-        fig.update_yaxes(tickvals=ticks, ticktext=[_SUBTYPES[k] for k in range(13) if (sub == k).any()])
+        ticks, names, gap = [], [], len(sub) / 16          # about 16 labels fit the axis: drop those that would touch
+        for k in range(13):
+            if not (sub == k).any(): continue
+            y = int(np.flatnonzero(sub == k).mean())
+            if not ticks or y - ticks[-1] >= gap: ticks.append(y); names.append(_SUBTYPES[k])
+        fig.update_yaxes(tickvals=ticks, ticktext=names)
     return fig
 
 
@@ -761,7 +765,7 @@ def whisker_map_figure(deprived=(), acc=float('nan'), deprived_acc=float('nan'))
     off = np.isin(np.arange(31), list(deprived))
     names = [f'{"ABCDE"[int(r)]}{int(c) + 1}' if c >= 0 else 'αβγδ'[int(r - 0.5)] for r, c in rc]
     tr = [go.Scatter(x=rc[sel, 1].tolist(), y=(-rc[sel, 0]).tolist(), mode='markers+text', text=[names[i] for i in
-                     np.flatnonzero(sel)], textposition='top center', name=name,
+                     np.flatnonzero(sel)], textposition='middle right', name=name,
                      marker=dict(size=(6 + L[sel] / 3).round(1).tolist(), color=col))
           for sel, name, col in ((~off, 'intact', '#1f77b4'), (off, 'silenced', '#bbbbbb'))]
     acc_txt = f'accuracy {acc:.2f}' + (f', silenced {deprived_acc:.2f}' if len(deprived) else '')

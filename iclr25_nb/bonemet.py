@@ -1427,7 +1427,7 @@ def morphometry_figure(bv, tumor, title: str = 'RoI bone volume per mouse (ratio
                                  showlegend=i == (0 if t else int(np.argmin(tumor)))))
     return figure(*traces, title=title, xaxis_title='week', yaxis_title='BV / BV(week 0)')
 
-# %% ../nbs/19_bonemet.ipynb #f410f994
+# %% ../nbs/19_bonemet.ipynb #4f57188a
 def slice_figure(view: dict, week: int, mouse: str = 'tumour'):
     "An axial slice of a mouse at `week` (attenuation, grey) with the bone resorbed since week 0 in red."
     import plotly.graph_objects as go
@@ -1450,9 +1450,9 @@ def recon_figure(snap: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
     from iclr25_nb.live import style
-    panels = [('truth', snap['truth']), (f"FBP {snap['psnr_fbp']:.1f} dB", snap['fbp']),
-              (f"SART-TV {snap['psnr_sart']:.1f} dB", snap['sart']),
-              (f"learned {snap['psnr_learned_slice']:.1f} dB", snap['learned'])]
+    panels = [('truth<br> ', snap['truth']), (f"FBP<br>{snap['psnr_fbp']:.1f} dB", snap['fbp']),   # two lines: one
+              (f"SART-TV<br>{snap['psnr_sart']:.1f} dB", snap['sart']),                        # did not fit a panel
+              (f"learned<br>{snap['psnr_learned_slice']:.1f} dB", snap['learned'])]
     fig = make_subplots(1, 4, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.02)
     for j, (_, im) in enumerate(panels):
         fig.add_trace(go.Heatmap(z=np.asarray(im), colorscale='gray', zmin=0, zmax=1, showscale=False), 1, j + 1)

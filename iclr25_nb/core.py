@@ -120,7 +120,7 @@ class ConfigBase:
 
     def to_dict(self) -> dict: return dataclasses.asdict(self)
 
-# %% ../nbs/00_core.ipynb #e5eeb820
+# %% ../nbs/00_core.ipynb #9e85cc6f
 def _to_float_dict(metrics, where: str) -> dict[str, float]:
     if not isinstance(metrics, dict):
         raise TypeError(f"{where} must return a dict of scalar metrics, got {type(metrics).__name__}")
@@ -197,6 +197,11 @@ class Experiment:
 
     @property
     def done(self) -> bool: return self.max_steps is not None and self.step_count >= self.max_steps
+
+    @property
+    def end_reason(self) -> str:
+        "Why `done` became true, for the explorer's status line (override when `done` means more than max_steps)."
+        return f"reached steps={self.max_steps}"
 
     def step(self) -> dict[str, float]:
         "Override: one unit of work; return scalar metrics (a `loss` key is checked for NaN by the trainer)."

@@ -977,7 +977,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/23_fengbo.ipynb #6106457f
+# %% ../nbs/23_fengbo.ipynb #e4766ef6
 def curves_figure(history: list, models=MODELS, title: str = 'test relative L2 error during training'):
     "Test relL2 of pressure and velocity of each model against the step (log y)."
     import plotly.graph_objects as go
@@ -1042,18 +1042,18 @@ def grades_figure(snap: dict, layer: str = 'pressure encoder', z: int | None = N
     "The 'white box': norm of each grade of a Fengbo layer's first channel on slice z (4 heatmaps)."
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-    from iclr25_nb.live import style
+    from iclr25_nb.live import style, panel_titles
     z = snap['centre_index'] if z is None else int(z)
     g = np.asarray(snap['layers'][layer])[:, :, :, z]
     names = ['grade 0 (scalar)', 'grade 1 (vector)', 'grade 2 (bivector)', 'grade 3 (pseudoscalar)']
-    fig = make_subplots(1, 4, subplot_titles=names, horizontal_spacing=0.04)
+    fig = make_subplots(1, 4, subplot_titles=panel_titles(names, 4), horizontal_spacing=0.04)
     for n in range(4):
         fig.add_trace(go.Heatmap(z=g[n].T, colorscale='Viridis', showscale=n == 3, name=names[n],
                                  colorbar=dict(title='|<h>_k|')), 1, n + 1)
     style(fig, title=f'{layer}: grade norms of channel 0, slice z = {z}', xaxis_title='x voxel', yaxis_title='y voxel')
     return fig
 
-# %% ../nbs/23_fengbo.ipynb #7bf6bea5
+# %% ../nbs/23_fengbo.ipynb #0eabae2f
 LAYERS = ('pressure encoder', 'velocity encoder', 'Clifford FNO', 'pressure head', 'velocity head')
 
 
@@ -1073,7 +1073,7 @@ def explorer(autostart: bool = False, **config):
     pn = panel()
     config = {'n_train': 32, 'n_test': 4, 'n_ood': 2, 'steps': 2000, 'eval_every': 5, 'batch': 2, **config}
     controls = {'lr': pn.widgets.FloatSlider(label='learning rate (new run)', start=1e-4, end=1e-2, step=1e-4,
-                                             value=config.pop('lr', 3e-3)),
+                                             value=config.pop('lr', 3e-3), format='0.0[000]'),   # not '0' for 3e-3
                 'product': pn.widgets.Select(label='product (new run)', options=['clifford', 'blade'],
                                              value=config.pop('product', 'clifford'))}
     base = FengboConfig.quick(**config)

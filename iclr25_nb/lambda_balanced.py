@@ -918,7 +918,7 @@ class LambdaBalancedExperiment(Experiment):
 
 make_experiment = LambdaBalancedExperiment.from_preset
 
-# %% ../nbs/18_lambda_balanced.ipynb #b3996fc7
+# %% ../nbs/18_lambda_balanced.ipynb #b2a94ea5
 _REPRO = {
     'quick': {'tvs': {'lr': 1e-3, 'steps': 5000, 'every': 50}, 'sig': {'lr': 1e-3, 'T': 10.0},
               'phase': {'n_in': 8, 'n_out': 2, 'lmdas': None, 'scales': None, 'T': 10.0}},
@@ -1151,9 +1151,10 @@ def _figures(rep: Report, r: dict):
     for j, l in enumerate(ls):
         for i, side in enumerate(('input', 'output')):
             R = rp['rsm'][l][side]
-            f.add_trace(go.Heatmap(z=R[::-1] / np.abs(R).max(), colorscale='RdBu', zmid=0, zmin=-1, zmax=1,
+            f.add_trace(go.Heatmap(z=R / np.abs(R).max(), colorscale='RdBu', zmid=0, zmin=-1, zmax=1,
                                    showscale=(i == 0 and j == 0)), i + 1, j + 1)
     f.update_layout(title='hierarchical task: item × item similarity at convergence (scaled to max 1)', height=520)
+    f.update_yaxes(autorange='reversed')
     rep.figures['representations'] = f
     rows = r['tf']['rows']
     f = _fig(f"transfer: loss of a new layer after {r['tf']['k']} steps, the other frozen (bars GD, ◆ theory)",
@@ -1177,7 +1178,7 @@ def _figures(rep: Report, r: dict):
         'representation.',
         'Converged representations are measured from aligned initialisation: from random λ = 0 initialisations a fraction of runs lingers near a saddle (the census row), which is the paper\'s "B invertible" assumption.']
 
-# %% ../nbs/18_lambda_balanced.ipynb #ab37ea9d
+# %% ../nbs/18_lambda_balanced.ipynb #9b104287
 EXPLORER_LAMBDAS = (-20.0, -5.0, -1.0, -0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2, 1.0, 5.0, 20.0)
 EXPLORER_SCALES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 _PHASE_CACHE: dict = {}
@@ -1222,11 +1223,12 @@ def lambda_render(snap: dict, history: list, step: int = -1) -> dict:
     mats = {'exact W1ᵀW1': A, 'exact W2W2ᵀ': B}
     if k == snap['step']: mats.update({'GD W1ᵀW1': snap['W1tW1'], 'GD W2W2ᵀ': snap['W2W2t']})
     zmax = float(max(max(np.abs(M).max() for M in mats.values()), 1e-12))
-    rep = make_subplots(rows=1, cols=len(mats), subplot_titles=list(mats))
+    rep = make_subplots(rows=1, cols=len(mats), subplot_titles=[name.replace(' ', '<br>') for name in mats])
     for c, M in enumerate(mats.values()):
-        rep.add_trace(go.Heatmap(z=M[::-1], colorscale='RdBu', zmid=0, zmin=-zmax, zmax=zmax, showscale=(c == 0),
+        rep.add_trace(go.Heatmap(z=M, colorscale='RdBu', zmid=0, zmin=-zmax, zmax=zmax, showscale=(c == 0),
                                  colorbar=dict(title='value')), 1, c + 1)
     style(rep, title=f'representations at t = {ex["t"][k]:.3g} (step {k})', xaxis_title='unit', yaxis_title='unit')
+    rep.update_yaxes(autorange='reversed')              # unit 0 on top, as the matrix is written
     ph = explorer_phase(snap['n_in'], snap['n_out'], float(ex['t'][-1]))
     on_grid = snap['lmda'] in EXPLORER_LAMBDAS and snap['scale'] in EXPLORER_SCALES
     figs.update(representations=rep, phase=_phase_figure(ph, (snap['lmda'], snap['scale']) if on_grid else None))

@@ -1240,7 +1240,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/11_mofflow.ipynb #d5011919
+# %% ../nbs/11_mofflow.ipynb #b4583ace
 def loss_figure(history: list, title: str = 'training losses'):
     "L_tau, L_R, L_ell and the total against the step (log y)."
     from iclr25_nb.live import curves_figure
@@ -1304,7 +1304,9 @@ def structure_figure(traj: dict, i: int = -1, title: str | None = None, frames: 
                                    z=np.append(p[..., 2], np.full((len(p), 1), None), 1).ravel(), mode='lines',
                                    line=dict(color=col, width=3), name=f'frame axis {ax + 1}', showlegend=False))
     fig = figure(*tr, title=title or f"{traj['name']}: t = {traj['t'][i]:.2f}")
-    fig.update_layout(scene=dict(xaxis_title='x (Å)', yaxis_title='y (Å)', zaxis_title='z (Å)', aspectmode='data'))
+    ax = dict(nticks=4)                                 # a small scene: more ticks run into each other
+    fig.update_layout(scene=dict(xaxis=dict(title='x (Å)', **ax), yaxis=dict(title='y (Å)', **ax),
+                                 zaxis=dict(title='z (Å)', **ax), aspectmode='data'))
     return fig
 
 

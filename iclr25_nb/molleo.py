@@ -971,7 +971,7 @@ def run_ga(oracle, editor: Editor | None = None, pool: list | None = None, mu: i
     return GeneticSearch(oracle, pool if pool is not None else load_pool(), editor, mu, lam, p_mut, mode, bin_size,
                          sim_filter, patience, seed).run(max_generations)
 
-# %% ../nbs/16_molleo.ipynb #1be5660c
+# %% ../nbs/16_molleo.ipynb #93a08801
 EDITORS = ('formula_expert', 'selfies_lm', 'graph_ga', 'random_pool', 'chat')
 METHODS = ('random', 'graph_ga', 'molleo')
 LABELS = {'random': 'random ZINC sampling', 'graph_ga': 'Graph GA', 'molleo': 'MolLEO'}
@@ -1069,6 +1069,11 @@ class MolLEOExperiment(Experiment):
     @property
     def done(self) -> bool:
         return super().done or all(s.done for s in self.searches.values())
+
+    @property
+    def end_reason(self) -> str:
+        if super().done: return super().end_reason
+        return 'every search has used its oracle budget or stopped early (patience)'
 
     def step(self) -> dict:
         m = {}
@@ -1302,7 +1307,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/16_molleo.ipynb #2c1e4f12
+# %% ../nbs/16_molleo.ipynb #b8d6e4a9
 def molecule_grid_figure(molecules: list, title: str = 'best molecules'):
     "Up to six molecules (from `draw_coords`) in a 2 x 3 grid: bonds as lines, heteroatoms as symbols, score above."
     import plotly.graph_objects as go
@@ -1352,8 +1357,9 @@ def explorer_render(snap: dict, history: list, curve: str = 'top10') -> dict:
     what = 'top-10 mean' if curve == 'top10' else 'best'
     conv = convergence_figure(curves, snap['budget'], f"{snap['task']}: {what} score vs oracle calls", labels)
     conv.update_yaxes(title_text='top-10 mean score' if curve == 'top10' else 'best score')
-    auc = figure(go.Bar(x=[labels[k] for k in snap['auc']], y=list(snap['auc'].values())),
-                 title=f"top-10 AUC so far (budget {snap['budget']})", xaxis_title='method', yaxis_title='top-10 AUC')
+    auc = figure(go.Bar(y=[labels[k].split(' (')[0] for k in snap['auc']], x=list(snap['auc'].values()), orientation='h',
+                        hovertext=[labels[k] for k in snap['auc']]),       # horizontal: long names squashed the plot
+                 title=f"top-10 AUC so far (budget {snap['budget']})", xaxis_title='top-10 AUC', yaxis_title='method')
     return {'convergence': conv, 'auc': auc,
             'molecules': molecule_grid_figure(snap['molecules'], f"best molecules of {labels[snap['shown']]}"),
             'editor': editor_figure(snap['per_generation'], snap['editor'])}

@@ -557,7 +557,7 @@ def diffusion_processes(d: int = 4, T: int = 20, kind: str = 'sde', prompt: int 
     cov = np.einsum('ie,kje,le->kijl', R, ce, R).reshape(T * d, T * d)
     return GaussianProcessSummary(a[:, None] * mu[None], cov, f'{kind.upper()} prompt {prompt}')
 
-# %% ../nbs/14_noisy_trajectories.ipynb #fe0ef96e
+# %% ../nbs/14_noisy_trajectories.ipynb #f469ed42
 @dataclass
 class NoisyTrajectoriesConfig(ConfigBase):
     "Configuration of `NoisyTrajectoriesExperiment` (defaults: the quick preset)."
@@ -623,6 +623,13 @@ class NoisyTrajectoriesExperiment(Experiment):
 
     @property
     def done(self) -> bool: return self.converged or super().done
+
+    @property
+    def end_reason(self) -> str:
+        if not self.converged: return super().end_reason
+        c = self.config
+        return (f"converged: {c.n_restarts} restarts, each run until the objective fell by less than tol={c.tol:g} "
+                f"(or {c.max_iter} iterations); causal OT = the best of them")
 
     def step(self):
         c = self.config
@@ -870,11 +877,16 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
             f"Signal scale = root total variance of the output-only motor system = {r['scale']:.3g}."]
     return rep
 
-# %% ../nbs/14_noisy_trajectories.ipynb #6a974d76
+# %% ../nbs/14_noisy_trajectories.ipynb #f231a5df
 def _ellipse(c: np.ndarray, S: np.ndarray, n: int = 40):
     "Points of the 2σ ellipse of a 2-D Gaussian with centre c and covariance S."
     th = np.linspace(0, 2 * np.pi, n)
     return c[:, None] + 2 * _psd_sqrt(S) @ np.stack([np.cos(th), np.sin(th)])
+
+
+def _bar_label(v: float, top: float) -> str:
+    "A distance bar's label: its value, or a note that a zero is the point (the metric cannot see the difference)."
+    return '≈ 0: blind to it' if v <= 1e-6 * max(top, 1e-300) else f'{v:.3g}'
 
 
 def render(snap: dict, history: list, t: int = -1) -> dict:
@@ -897,8 +909,10 @@ def render(snap: dict, history: list, t: int = -1) -> dict:
             traj.add_trace(go.Scatter(x=e[0], y=e[1], mode='lines', line=dict(color=col, width=1, dash='dot'),
                                       showlegend=False, hoverinfo='skip'))
     d = snap['distances']
-    bars = figure(go.Bar(x=['Procrustes', 'SSD', 'full W2', 'causal OT'], y=[d['procrustes'], d['ssd'], d['w2'], d['causal']],
-                         marker_color=['#7f7f7f', '#2ca02c', '#ff7f0e', '#9467bd'], text=[f'{v:.3g}' for v in d.values()]),
+    ys = [d['procrustes'], d['ssd'], d['w2'], d['causal']]
+    bars = figure(go.Bar(x=['Procrustes', 'SSD', 'full W2', 'causal OT'], y=ys, cliponaxis=False,
+                         marker_color=['#7f7f7f', '#2ca02c', '#ff7f0e', '#9467bd'], textposition='outside',
+                         text=[_bar_label(v, max(ys)) for v in ys]),
                   title='the four distances for this pair', xaxis_title='metric', yaxis_title='distance')
     rows = [snap['per_time_ssd']] + ([snap['per_time_causal']] if snap['per_time_causal'] is not None else [])
     strip = figure(go.Heatmap(z=np.stack(rows), y=['SSD²', 'causal OT²'][:len(rows)], colorscale='Magma',
@@ -921,10 +935,10 @@ def explorer(autostart: bool = False, **config):
     from iclr25_nb.live import LiveView, panel
     pn = panel()
     config = {'delay': 0.4, **config}
-    controls = {'system': pn.widgets.Select(label='system (motor: ρ-mix vs output only; planning; diffusion: SDE vs ODE)',
+    controls = {'system': pn.widgets.Select(label='system',
                                             options=['motor', 'planning', 'diffusion'], value='motor'),
                 'rho': pn.widgets.FloatSlider(label='ρ: noise propagated through dynamics', start=0.0, end=1.0, step=0.05, value=1.0),
-                'noise': pn.widgets.FloatSlider(label='latent noise std (planning: preparatory gain δ)', start=0.05, end=1.0,
+                'noise': pn.widgets.FloatSlider(label='noise σ (motor) / gain δ (planning)', start=0.05, end=1.0,
                                                 step=0.05, value=0.3),
                 'K': pn.widgets.IntSlider(label='trials K (0 = exact covariances)', start=0, end=1000, step=10, value=0),
                 'alpha': pn.widgets.FloatSlider(label='α (0: covariance only, 2: means only)', start=0.0, end=2.0, step=0.1, value=1.0),
@@ -942,6 +956,7 @@ def explorer(autostart: bool = False, **config):
     return LiveView(lambda **kw: NoisyTrajectoriesExperiment(base.replace(**kw), seed=0), render, controls, actions,
                     view_controls, view_bounds=bounds, autostart=autostart,
                     title='Noisy trajectories: causal OT between Gaussian processes',
-                    description='x and y share means and per-time marginals; only the flow of noise through time differs. '
-                                'Start fits the causal-OT alignment one alternating step at a time; change a setting and '
+                    description='x and y share means and per-time marginals; only the flow of noise through time differs '
+                                '(systems: motor, ρ mixes noise through the dynamics or adds it at the output only; '
+                                'planning, a preparatory gain δ; diffusion, an SDE against its ODE). Start fits the causal-OT alignment one alternating step at a time; change a setting and '
                                 'press **New run**; the time slider redraws the ellipses and the strip.')

@@ -1433,7 +1433,7 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #c11a45b3
+# %% ../nbs/22_space.ipynb #587b3840
 ORACLE_MIN = 99.99          # oracle accuracy / success (%), every task and presentation (seeds 0-2: 100, 100, 100)
 LEARNED_MIN = 80.0          # PTTNet test accuracy (%) after the quick stream (seeds 0-2: 100, 100, 99.3)
 RANDOM_Z_MAX = 3.5          # max |z| of the random agent against chance (seeds 0-2: 1.90, 2.11, 2.32)
@@ -1597,7 +1597,8 @@ def scores_figure(table: dict, title: str = 'score per task and agent'):
     traces.append(go.Scatter(x=[t for t in tasks if t in QA_TASKS], y=[chance_level(t) for t in tasks if t in QA_TASKS],
                              mode='markers', marker=dict(symbol='line-ew-open', size=18, color='black'),
                              name='chance'))
-    return figure(*traces, title=title, xaxis_title='task', yaxis_title='accuracy / success (%)', barmode='group')
+    return figure(*traces, title=title, xaxis_title='task', yaxis_title='accuracy / success (%)', barmode='group',
+                  legend=dict(y=-0.42), margin=dict(b=40), xaxis_tickangle=30)   # below the slanted task names
 
 
 def learning_figure(history: list, title: str = 'PTTNet on perspective taking'):
@@ -1630,7 +1631,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/22_space.ipynb #6720f222
+# %% ../nbs/22_space.ipynb #020ec272
 def _image_figure(item: dict | None, show_answer: bool):
     import plotly.graph_objects as go
     from iclr25_nb.live import figure
@@ -1694,7 +1695,7 @@ def explorer(autostart: bool = False, **config):
     config = {'steps': 2000, 'test_items': 100, **config}
     controls = {'batch': pn.widgets.IntSlider(label='questions per step (new run)', start=1, end=32,
                                               value=config.pop('batch', 8)),
-                'label_seed_offset': pn.widgets.IntSlider(label='ablation: answers from seed + k (0 = off; new run)',
+                'label_seed_offset': pn.widgets.IntSlider(label='ablation: answers of seed + k (new run)',
                                                           start=0, end=5, value=config.pop('label_seed_offset', 0))}
     base = SpaceConfig.quick(**config)
     view_controls = {'show_answer': pn.widgets.Checkbox(label='show the answer', value=False)}

@@ -918,7 +918,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/27_threedpc.ipynb #a8135fb3
+# %% ../nbs/27_threedpc.ipynb #88dfa474
 def official_figure(real: dict, ours: dict | None = None, title: str = '317 models: VPT-basic vs depth order'):
     "Scatter of the real models' accuracies (probe and fine-tuned), chance bound, the paper's humans, our points."
     import plotly.graph_objects as go
@@ -973,7 +973,8 @@ def frames_figure(frames: dict, title: str = 'orbit frames with their labels'):
             fig.add_trace(go.Image(z=img), r, c_)
     fig.update_xaxes(showticklabels=False); fig.update_yaxes(showticklabels=False)
     fig.update_annotations(font_size=10)
-    return style(fig, title=title, xaxis_title='frame (orbit)', height=360)
+    fig.update_xaxes(title_text='frame (orbit)', row=len(frames))   # under the last row: the first row's title
+    return style(fig, title=title, height=360)                      # ran into the second row's panel titles
 
 # %% ../nbs/27_threedpc.ipynb #d7633f57
 def explorer_render(snap: dict, history: list, official: dict | None = None, show_ft: bool = True) -> dict:

@@ -729,7 +729,7 @@ class TopoLMExperiment(Experiment):
 
 make_experiment = TopoLMExperiment.from_preset
 
-# %% ../nbs/17_topolm.ipynb #6a62c50a
+# %% ../nbs/17_topolm.ipynb #0b5cef9c
 def maps_figure(resp: dict, coords, grid: int, sheets: list[str], contrast: str = 'noun vs verb', fwhm: float = 0.0,
                 contours: bool = True, title: str = ''):
     "Heat maps of a contrast's t-map, one column per sheet, TopoLM on top and the control below (same colour scale)."
@@ -740,7 +740,7 @@ def maps_figure(resp: dict, coords, grid: int, sheets: list[str], contrast: str 
         contrast = next(k for k, (A, B) in CONTRASTS.items() if all(q in resp[tags[0]] for q in A + B))
     maps = {t: contrast_maps(resp[t], contrast, coords, grid, fwhm) for t in tags}
     vmax = max(float(np.nanmax(np.abs(m))) for m in maps.values()) or 1.0
-    fig = make_subplots(len(tags), len(sheets), horizontal_spacing=0.02, vertical_spacing=0.08,
+    fig = make_subplots(len(tags), len(sheets), horizontal_spacing=0.02, vertical_spacing=0.12,
                         subplot_titles=[f"{s}<br>I={I:.2f}" for t in tags for s, I in zip(sheets, morans_i(maps[t]))])
     for r, t in enumerate(tags, 1):
         if contours and 'S_loc' in resp[t]:
@@ -760,7 +760,7 @@ def maps_figure(resp: dict, coords, grid: int, sheets: list[str], contrast: str 
     for r, t in enumerate(tags, 1):                        # the model names the row; the sheet names the column
         fig.update_yaxes(title_text='TopoLM' if t == 'topo' else 'control (α = 0)', row=r, col=1)
     fig.update_layout(title=title or f"{contrast} t-maps (FWHM {fwhm:g}); black: language-selective units",
-                      height=170 * len(tags) + 120, margin=dict(t=90))   # room for the subplot titles
+                      height=220 * len(tags) + 120, margin=dict(t=90))   # square maps fit their rows; room for titles
     return fig
 
 

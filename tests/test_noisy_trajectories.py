@@ -307,6 +307,7 @@ def test_experiment_runs_checkpoints_and_resumes(tmp_path, system, K):
     rest1, rest2 = e.run(), e2.run()
     assert [r['loss'] for r in rest1] == pytest.approx([r['loss'] for r in rest2])
     assert e.done and abs(e.distances()['causal'] - causal_ot(e.x, e.y, n_restarts=3).value) < 1e-3
+    assert e.end_reason.startswith('converged: 3 restarts') and e.step_count < e.max_steps   # why it stopped early
     snap = e.snapshot(); assert set(snap['distances']) == set(METRICS)
 
 
