@@ -977,7 +977,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/23_fengbo.ipynb #e4766ef6
+# %% ../nbs/23_fengbo.ipynb #14f2afe2
 def curves_figure(history: list, models=MODELS, title: str = 'test relative L2 error during training'):
     "Test relL2 of pressure and velocity of each model against the step (log y)."
     import plotly.graph_objects as go
@@ -1046,7 +1046,7 @@ def grades_figure(snap: dict, layer: str = 'pressure encoder', z: int | None = N
     z = snap['centre_index'] if z is None else int(z)
     g = np.asarray(snap['layers'][layer])[:, :, :, z]
     names = ['grade 0 (scalar)', 'grade 1 (vector)', 'grade 2 (bivector)', 'grade 3 (pseudoscalar)']
-    fig = make_subplots(1, 4, subplot_titles=panel_titles(names, 4), horizontal_spacing=0.04)
+    fig = make_subplots(1, 4, subplot_titles=panel_titles(names, 7), horizontal_spacing=0.04)   # square panels: ~9 chars
     for n in range(4):
         fig.add_trace(go.Heatmap(z=g[n].T, colorscale='Viridis', showscale=n == 3, name=names[n],
                                  colorbar=dict(title='|<h>_k|')), 1, n + 1)

@@ -28,7 +28,7 @@ from .panel_env import panel, plotly_pane
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/01_live.ipynb #62b5a3ff
+# %% ../nbs/01_live.ipynb #e381ef0d
 TEMPLATE = go.layout.Template(layout=dict(
     height=340, font=dict(size=12), uirevision='keep', hovermode='closest',
     margin=dict(l=60, r=20, t=56, b=40, autoexpand=True),
@@ -58,14 +58,15 @@ def wrap_title(fig: go.Figure, max_chars: int = 56) -> go.Figure:
     if not t or '<br>' in t or len(t) <= max_chars: return fig
     cut = t.rfind(' ', 0, max_chars + 1)
     cut = cut if cut > 0 else max_chars
-    return fig.update_layout(title_text=t[:cut] + '<br>' + t[cut:].lstrip())
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else TEMPLATE.layout.margin.t
+    return fig.update_layout(title_text=t[:cut] + '<br>' + t[cut:].lstrip(), margin_t=max(top, 76))  # room for 2 lines
 
 
 def panel_titles(names, n_cols: int, figure_chars: int = 64) -> list[str]:
     """Subplot titles broken onto lines that fit their panel: a figure holds ~`figure_chars` characters across, so
     each of `n_cols` panels ~figure_chars / n_cols (titles of neighbouring panels ran into each other)."""
     width = max(6, figure_chars // max(1, int(n_cols)))
-    return ['<br>'.join(textwrap.wrap(str(n), width)) or str(n) for n in names]
+    return ['<br>'.join(textwrap.wrap(str(n), width, break_long_words=False)) or str(n) for n in names]
 
 
 def figure(*data, title: str | None = None, xaxis_title: str | None = None, yaxis_title: str | None = None,

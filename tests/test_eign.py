@@ -11,7 +11,8 @@ from iclr25_nb.eign import (EIGN, COMPONENTS, EdgeGraph, EdgeOperator, EdgeTask,
                             MagneticEdgeConv, edge_pairs, line_graph_operator, directed_pair_operators, reverse_directed,
                             MagneticEdgeConvHidden, as_complex, circuit_tasks, edge_operator, flip_change, fit_step,
                             kirchhoff_flows, load_circuit, load_circuits, magnetic_incidence, make_experiment,
-                            make_flow_network, make_model, make_task, reversal_change, EIGNConfig)
+                            make_flow_network, make_model, make_task, reversal_change, EIGNConfig, DirGNN, EIGNSingle,
+                            edge_components, magnetic_encodings, rossi_pair_operators)
 
 
 def small_graph(seed=0, n=12, frac_directed=0.4):
@@ -374,3 +375,59 @@ def test_config_bounds_name_the_field():
     with pytest.raises(ValueError, match='EIGNConfig.lrs'): EIGNConfig(lrs=(0.01, 2.0))
     with pytest.raises(ValueError, match='hiddens'): EIGNConfig(hiddens=(6, 9))
     with pytest.raises(ValueError, match='task'): EIGNConfig(task='nope')
+
+
+# -- DirGNN, Line-MagNet and the single-stream ablation ------------------------------------------------------
+def test_rossi_operators_against_a_dense_reference():
+    g = small_graph(7)
+    B = magnetic_incidence(g, 0.0, 'equ', dtype=torch.complex128).to_dense().real
+    und = g.undirected
+    parts = {'equ': (B * und, (B * ~und).clamp_min(0), (B * ~und).clamp_max(0))}
+    parts['inv'] = tuple(p.abs() for p in parts['equ'][:2]) + (torch.zeros_like(B),)
+    for src in ('equ', 'inv'):
+        for dst in ('equ', 'inv'):
+            for op, b_src, b_dst in zip(rossi_pair_operators(g, src, dst), parts[src], parts[dst]):
+                L = b_dst.T @ b_src
+                d = L.abs().sum(1).pow(-0.5); d[torch.isinf(d)] = 0
+                assert torch.allclose(op.dense().double(), d[:, None] * L * d[None, :], atol=1e-6)
+
+
+def test_dir_gnn_is_equivariant_and_direction_aware():
+    g, x_equ, x_inv, mask, s = _model_io(5, torch.float64)
+    torch.manual_seed(0)
+    m = DirGNN(2, 3, 8, 1, 2).double()
+    assert (m(g.flip(mask), s * x_equ, x_inv) - s * m(g, x_equ, x_inv)).abs().max() < 1e-10
+    net = make_flow_network(30, 0.4, seed=2)
+    task = make_task(net, 'simulate', float(np.std(net.flow)))
+    assert reversal_change(make_model('dir_gnn', 2, 4, 8, 2), task) > 1e-4
+
+
+def test_line_magnet_attends_within_each_graph_only():
+    nets = [make_flow_network(20, 0.3, seed=i) for i in range(2)]
+    tasks = [make_task(n, 'simulate', 1.0) for n in nets]
+    both = EdgeTask.batch(tasks)
+    torch.manual_seed(0)
+    m = make_model('line_magnet', 2, 4, 8, 2).eval()
+    with torch.no_grad():
+        alone, together = m(tasks[0].graph, tasks[0].x_equ, tasks[0].x_inv), m(both.graph, both.x_equ, both.x_inv)
+    assert torch.allclose(together[:tasks[0].graph.num_edges], alone, atol=1e-5)
+    pe = magnetic_encodings(tasks[0].graph, 0.1, 4)
+    assert pe.shape == (tasks[0].graph.num_edges, 16) and torch.isfinite(pe).all()
+    assert len(edge_components(both.graph)) == 2
+    tiny = EdgeGraph(torch.tensor([[0], [1]]), torch.tensor([False]), 2)          # fewer than k + 2 edges: ones
+    assert torch.equal(magnetic_encodings(tiny, 0.1, 4), torch.ones(1, 16))
+
+
+def test_single_stream_ablation_and_streams_argument():
+    g, x_equ, x_inv, mask, s = _model_io(5, torch.float64)
+    torch.manual_seed(0)
+    m = make_model('eign', 2, 3, 8, 2, streams=1).double()
+    assert isinstance(m, EIGNSingle)
+    # the invariant inputs ride in the equivariant stream: orientation equivariance is lost
+    assert (m(g.flip(mask), s * x_equ, x_inv) - s * m(g, x_equ, x_inv)).abs().max() > 1e-6
+    with pytest.raises(ValueError, match='streams must be 1 or 2'): make_model('eign', 2, 3, 8, 2, streams=3)
+    with pytest.raises(ValueError, match='streams'): EIGNConfig(streams=0)
+    exp = make_experiment('quick', 0, n_nodes=20, n_train=2, n_val=1, n_test=1, batch_graphs=1, steps=2, hiddens=(8,),
+                          lrs=(0.01,), models=('eign', 'dir_gnn', 'line_magnet'), streams=1)
+    exp.run()
+    assert isinstance(exp.best('eign'), EIGNSingle) and math.isfinite(exp.evaluate()['rmse_line_magnet'])
