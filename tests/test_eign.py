@@ -300,7 +300,8 @@ def test_circuit_file_nan_current(tmp_path, circuit_json):
 
 # -- experiment --------------------------------------------------------------------------------------------
 def test_experiment_checkpoint_roundtrip():
-    kw = dict(n_nodes=20, n_train=2, n_val=1, n_test=1, batch_graphs=1, steps=4, hiddens=(4,), lrs=(0.01, 0.003))
+    kw = dict(n_nodes=20, n_train=2, n_val=1, n_test=1, batch_graphs=1, steps=4, hiddens=(4,), lrs=(0.01, 0.003),
+              models=('eign', 'hodge_inv', 'line_graph', 'dir_gnn', 'mlp'))
     a = make_experiment('quick', 0, **kw); a.run(2)
     buf = io.BytesIO(); torch.save(a.state_dict(), buf); buf.seek(0)      # through bytes, like a checkpoint
     b = make_experiment('quick', 0, **kw); b.load_state_dict(torch.load(buf, weights_only=True))

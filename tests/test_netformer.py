@@ -148,6 +148,19 @@ def test_static_attention_is_one_constant_matrix():
     with pytest.raises(ValueError, match='static'): NetFormer(5, 3, 0, attention='static')
 
 
+def test_static_attention_is_constant_with_layer_norm():
+    "With the joint layer norm the ablation still gives one matrix: the histories are zeroed before the norm."
+    torch.manual_seed(9)
+    for norm in ('joint', 'history'):
+        m = NetFormer(6, 4, 5, n_query=2, layernorm=True, norm=norm, attention='static').double()
+        _, A = m(torch.randn(7, 6, 4, dtype=torch.float64))
+        assert A.shape == (7, 2, 6) and torch.allclose(A, A[:1].expand(7, -1, -1), atol=1e-12)
+        d = NetFormer(6, 4, 5, n_query=2, layernorm=True, norm=norm).double()
+        d.load_state_dict(m.state_dict())
+        _, Ad = d(torch.zeros(1, 6, 4, dtype=torch.float64))
+        assert torch.allclose(A[:1], Ad, atol=1e-12)            # = the dynamic attention of all-zero histories
+
+
 def test_sign_agreement():
     W = np.array([[0, 1, -1], [2, 0, 0], [-3, 4, 0]], float)
     assert sign_agreement(W, W) == 1.0 and sign_agreement(-W, W) == 0.0
@@ -279,8 +292,8 @@ def test_experiment_checkpoint_resume_is_exact():
 
 
 def test_experiment_systems_build_and_step():
-    for system in ('tanh', 'celltype', 'task_rnn'):
-        kw = dict(samples=300) if system == 'celltype' else dict(samples=40) if system == 'task_rnn' else {}
+    for system in ('tanh', 'celltype', 'task_rnn', 'stdp'):
+        kw = {'celltype': dict(samples=300), 'task_rnn': dict(samples=40), 'stdp': dict(samples=3000)}.get(system, {})
         exp = make_experiment('quick', 0, system=system, steps=3, eval_every=3, **kw)
         out = exp.run()
         assert np.isfinite(out[-1]['loss']) and 'pearson_netformer' in out[-1]
@@ -337,3 +350,27 @@ def test_load_activity_good_and_broken_files(tmp_path):
     for f, msg in cases.items():
         with pytest.raises(ValueError, match=msg) as e: load_activity(tmp_path / f)
         assert f in str(e.value)
+
+
+def test_stdp_system_alignment_and_tracking_metrics():
+    "STDP tokens: V's window ends at t, the spikes' at t + 1 (they move V(t + 1)); g(t) is the truth of row V."
+    exp = make_experiment('quick', 0, system='stdp', n_neurons=6, samples=3000, steps=2, eval_every=1)
+    d = exp.data
+    H = exp.config.history
+    V, spikes, _, g = stdp_lif(n_pre=6, steps=3000 + H, g_max=0.4, g_init=0.4 * 14 / 24, seed=0)
+    n_train = int(0.8 * len(V)); v = (V - V[:n_train].mean()) / V[:n_train].std()
+    tok = torch.cat([d.train_tokens, d.test_tokens]); tgt = torch.cat([d.train_targets, d.test_targets])
+    assert tok.shape == (3000, 7, H) and tgt.shape == (3000, 1) and d.n_query == 1 and d.n_keys == 7
+    assert np.allclose(tok[:, 0, -1], v[H - 1:-1], atol=1e-5) and np.allclose(tgt[:, 0], v[H:], atol=1e-5)
+    assert np.array_equal(tok[:, 1:, -1].numpy(), spikes[H:].astype(np.float32))      # the spikes at t + 1
+    assert np.allclose(d.W_all[:, 0, 1:], g[H - 1:-1]) and np.all(d.W_all[:, 0, 0] == 0)
+    assert d.gt.shape == (1, 7) and exp.baselines['ols'].shape == (1, 7)
+    exp.run()
+    snap = exp.snapshot()
+    assert snap['A'].shape == (1, 7) and snap['W_t'].shape[1:] == (1, 7)
+    m = exp._tracking_over_recording()
+    assert set(m) == {'temporal_median', 'temporal_mean', 'temporal_null', 'tracking'}
+    assert all(np.isfinite(v) and -1 <= v <= 1 for v in m.values())
+    st = make_experiment('quick', 0, system='stdp', n_neurons=6, samples=3000, steps=2, attention='static')
+    st.run()
+    assert st._tracking_over_recording()['tracking'] == 0.0                 # one constant matrix tracks nothing
