@@ -942,11 +942,13 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/13_h2dilr.ipynb #2d2e8f37
+# %% ../nbs/13_h2dilr.ipynb #2ea2e4de
 def explorer_render(snap: dict, history: list[dict], colour: str = 'tone') -> dict:
     "The explorer's figures from a snapshot: code usage per subject, 2-D PCA of the codes, accuracy per subject, curves"
     import plotly.graph_objects as go
     from iclr25_nb.live import curves_figure, figure
+    from plotly.colors import qualitative
+    pal = qualitative.D3              # distinct hues (plotly's default gives T1 and T4 two similar purples)
     figs = {}
     for part in ('shared', 'private'):
         u = np.asarray(snap[f'usage_{part}'])
@@ -956,7 +958,8 @@ def explorer_render(snap: dict, history: list[dict], colour: str = 'tone') -> di
         xy, lab = np.asarray(snap[f'pca_{part}']), np.asarray(snap[colour])
         names = TONES if colour == 'tone' else [f'subject {m}' for m in range(snap['n_subjects'])]
         figs[f'pca_{part}'] = figure(*[go.Scatter(x=xy[lab == k, 0], y=xy[lab == k, 1], mode='markers',
-                                                  name=names[k], marker=dict(size=5)) for k in np.unique(lab)],
+                                                  name=names[k], marker=dict(size=5, color=pal[k % len(pal)]))
+                                       for k in np.unique(lab)],
                                      title=f'{part} codes (trial mean, PCA) by {colour}', xaxis_title='PC 1',
                                      yaxis_title='PC 2')
     subj = [f'subject {m}' for m in range(len(snap['acc_h2dilr']))]

@@ -1041,7 +1041,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         rep.notes += NOTES
     return rep
 
-# %% ../nbs/15_netformer.ipynb #83588a8d
+# %% ../nbs/15_netformer.ipynb #05b017e0
 def _pair_figure(snap, pair=None, time_index: int = -1):
     "A_ij(t) and W_ij(t) over the test window for pair (i, j) (default: the pair whose W moves most)."
     import plotly.graph_objects as go
@@ -1138,7 +1138,8 @@ def explorer(autostart: bool = False, **config):
         'activation': pn.widgets.Select(label='attention activation', options=list(ACTIVATIONS),
                                         value=dflt['activation']),
         'layernorm': pn.widgets.Checkbox(label='layer norm', value=dflt['layernorm']),
-        'lr': pn.widgets.FloatSlider(label='learning rate', start=1e-4, end=0.05, step=1e-4, value=dflt['lr']),
+        'lr': pn.widgets.FloatSlider(label='learning rate', start=1e-4, end=0.05, step=1e-4, value=dflt['lr'],
+                                    format='0.0[000]'),                      # not '0' below 0.005
     }
     for k in set(controls) & set(config): controls[k].value = config.pop(k)   # a setting given starts its control
     view_controls = {
