@@ -826,7 +826,7 @@ NOTES = [
     "Transfer entropy, mutual information, the ring networks and the mouse data are not part of this reproduction.",
 ]
 
-# %% ../nbs/15_netformer.ipynb #923bf37e
+# %% ../nbs/15_netformer.ipynb #3c93354e
 QUICK_RUNS = {
     'linear_dynamic': dict(system='linear'),
     'linear_dynamic_static': dict(system='linear', attention='static'),
@@ -863,13 +863,16 @@ def _heatmaps(pairs: list, title: str, height: int = 340):
     from plotly.subplots import make_subplots
     vmax = max(float(np.nanmax(np.abs(_offdiag(M)))) if M.shape[0] > 1 else float(np.nanmax(np.abs(M)))
                for _, M in pairs) or 1.0
-    fig = make_subplots(1, len(pairs), subplot_titles=[p[0] for p in pairs], horizontal_spacing=0.08)
+    from iclr25_nb.live import panel_titles
+    names = panel_titles([p[0] for p in pairs], len(pairs), 48)       # 'NetFormer A (scaled)' ran into its neighbour
+    fig = make_subplots(1, len(pairs), subplot_titles=names, horizontal_spacing=0.08)
     for i, (_, M) in enumerate(pairs):
         fig.add_trace(go.Heatmap(z=M, zmin=-vmax, zmax=vmax, zmid=0, colorscale='RdBu_r',
                                  showscale=(i == len(pairs) - 1),
                                  hovertemplate='post %{y}, pre %{x}: %{z:.3g}<extra></extra>'), 1, i + 1)
         fig.update_yaxes(autorange='reversed', row=1, col=i + 1)
-    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=60, b=30), uirevision='keep')
+    top = 80 if any('<br>' in n for n in names) else 60                  # room for two-line panel titles
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=top, b=30), uirevision='keep')
     return fig
 
 
