@@ -558,7 +558,7 @@ def attach_deeptage(model: nn.Module, stages=(), n_classes: int | None = None, w
     if n_classes is None or n_classes < 1: raise ValueError("n_classes (a positive int) is needed for auxiliary heads")
     return DeepTAGEWrapper(model, stages, n_classes)
 
-# %% ../nbs/10_deeptage.ipynb #25a2c043
+# %% ../nbs/10_deeptage.ipynb #87ed156e
 @dataclass
 class DeepTAGEConfig(ConfigBase):
     "One training run of a spiking CNN on digits (defaults: the quick preset)."
@@ -722,6 +722,7 @@ class DeepTAGEExperiment(Experiment):
                 'w': self.config.w, 'v_th': self.config.v_th, 'surrogate': self.config.surrogate,
                 'test_acc': self.test_acc, 'heads_acc': None if self.heads_acc is None else self.heads_acc.copy(),
                 'balance': dict(getattr(self, 'balance', {}))}
+        if lifs[0].last_sigma is None and self.config.record: self._record_untrained()
         if lifs[0].last_sigma is None: return snap
         snap['sigma'] = torch.stack([l.last_sigma for l in lifs]).cpu().numpy()                   # (L, T)
         snap['delta'] = torch.stack([l.last_delta.expand(self.config.T) for l in lifs]).cpu().numpy()
@@ -739,6 +740,13 @@ class DeepTAGEExperiment(Experiment):
             idx = torch.randperm(m.shape[1], generator=torch.Generator().manual_seed(0))[:self.n_membrane]
             snap['membrane'][i] = (m[:, idx.to(m.device)] - self.config.v_th).cpu().numpy()
         return snap
+
+    def _record_untrained(self):
+        "Step 0's membranes and gradients: one forward and backward pass of a training batch, no optimiser step."
+        c, b = self.config, self.config.batch_size
+        main, aux = self.model(_to_sequence(self.x_train[:b]), aux=c.uses_aux)
+        variant_loss(c.variant, main, aux, self.y_train[:b], c.lam, c.deep_supervision).backward()
+        self.model.zero_grad(set_to_none=True)                     # the parameters and the optimiser are untouched
 
     def evaluate(self):
         acc = head_accuracy(self.model, self.x_test, self.y_test)
