@@ -1044,7 +1044,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         rep.notes += NOTES
     return rep
 
-# %% ../nbs/15_netformer.ipynb #05b017e0
+# %% ../nbs/15_netformer.ipynb #70ec4fed
 def _pair_figure(snap, pair=None, time_index: int = -1):
     "A_ij(t) and W_ij(t) over the test window for pair (i, j) (default: the pair whose W moves most)."
     import plotly.graph_objects as go
@@ -1059,7 +1059,8 @@ def _pair_figure(snap, pair=None, time_index: int = -1):
     w = W_t[:, i, j] if W_t is not None else np.full(len(A_t), gt[i, j])
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=t, y=A_t[:, i, j], name=f'A_{i},{j}(t)', line=dict(color='#d62728')))
-    fig.add_trace(go.Scatter(x=t, y=w, name=f'W_{i},{j}(t)', yaxis='y2', line=dict(color='#1f77b4')))
+    fig.add_trace(go.Scatter(x=t, y=w, name=f'W_{i},{j}(t)', yaxis='y2',
+                             line=dict(color='#1f77b4', dash='dash')))     # dashed: a tracking A shows through it
     if 0 <= time_index < len(t): fig.add_vline(x=time_index, line_dash='dot')
     r = np.corrcoef(A_t[:, i, j], w)[0, 1] if w.std() > 0 and A_t[:, i, j].std() > 0 else float('nan')
     fig.update_layout(title=f'pair post {i} ← pre {j}: correlation over time {r:.3f}', height=340, uirevision='keep',
