@@ -443,3 +443,25 @@ def test_residual_backbone_blocks_and_invariance():
 def test_step_imbalance():
     assert dt.step_imbalance(np.array([[2.0, 1.0, 2.0]])) == 0.0
     assert math.isclose(dt.step_imbalance(np.array([[1.0, 3.0, math.e]])), 1.0)
+
+
+def test_further_settings_are_tuned_on_the_same_grid_and_reported(monkeypatch):
+    calls = []
+    def fake_tune(variant, seed, preset, device, **kw):
+        calls.append((variant, seed, kw.get('residual', False), kw.get('dataset', 'digits'), kw.get('steps')))
+        acc = {'TET': 0.5, 'DS': 0.6, 'DeepTAGE': 0.7}[variant]
+        return {'variant': variant, 'seed': seed, 'lr': 1e-2, 'steps': 50, 'val_acc': acc, 'test_acc': acc,
+                'seconds': 1.0, 'grid': [{'lr': 1e-2, 'steps': 50, 'val_acc': acc, 'test_acc': acc}]}
+    monkeypatch.setattr(dt, 'tune', fake_tune)
+    monkeypatch.setattr(dt, 'mechanism_at_init', lambda c, s, device='cpu': {'sigma': np.ones((2, c.T))})
+    monkeypatch.setattr(dt, 'gaussian_surrogate_model', lambda *a, **k: np.ones(4))
+    c = dt.DeepTAGEConfig(settings_steps=150)
+    mech, tuned, more = dt._run(c, 'quick', 0, 'cpu')
+    assert list(more) == ['residual', 'moving'] and set(tuned) == set(more['moving']) == {'TET', 'DS', 'DeepTAGE'}
+    assert ('DS', 0, True, 'moving', 150) in calls and ('TET', 0, True, 'digits', 150) in calls
+    assert ('TET', 0, False, 'digits', None) in calls                   # the plain setting keeps its own grid
+    report = dt.Report('deeptage')
+    dt._settings(report, more, c)
+    assert [f.measured for f in report.findings] == pytest.approx([10.0, 20.0, 10.0, 20.0])
+    assert {r['setting'] for r in report.rows} == {'SEW-residual CNN, digits', 'SEW-residual CNN, moving-digit events'}
+    with pytest.raises(ValueError, match='settings'): dt.DeepTAGEConfig(settings='residual,cifar')
