@@ -518,3 +518,20 @@ def test_cross_check_with_jax_fdm():
         free = model.nodes_free_positions(jnp.asarray(q[b].numpy()), xi[fixed], Pi, st)
         theirs = np.asarray(model.nodes_positions(free, xi[fixed], st))
         np.testing.assert_allclose(ours[b], theirs, atol=1e-10)
+
+
+def test_pinn_sweep_and_its_report_rows():
+    "The κ sweep of `reproduce` on a tiny config: deterministic per κ, its rows, claims and figure in the report."
+    from iclr25_nb.neural_fdm import pinn_sweep, reproduce
+    exp = make_experiment(num_uv=4, test_size=4, batch_size=4, width=16, steps=3)
+    a, b = pinn_sweep(exp, (1.0, 100.0)), pinn_sweep(exp, (1.0,))
+    assert [p['kappa'] for p in a] == [1.0, 100.0]
+    for p in a:
+        assert all(math.isfinite(p[k]) and p[k] > 0 for k in ('shape', 'eq_shape', 'residual_rel', 'seconds_per_design'))
+    assert a[0]['shape'] == b[0]['shape'] and a[0]['residual_rel'] == b[0]['residual_rel']   # same init, same batches
+    with pytest.raises(ValueError, match='positive'): pinn_sweep(exp, (0.0,))
+    rep = reproduce('quick', num_uv=4, test_size=4, batch_size=4, width=16, steps=3, n_direct=2, direct_maxiter=3)
+    text = json.dumps(rep.to_dict(), default=str, ensure_ascii=False)
+    assert 'PINN baseline, κ = 100' in text and 'best PINN' in text and 'pinn_sweep' in rep.figures
+    fig = rep.figures['pinn_sweep']
+    assert fig.layout.xaxis.title.text.startswith('κ') and fig.layout.yaxis2.title.text
