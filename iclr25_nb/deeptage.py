@@ -558,7 +558,7 @@ def attach_deeptage(model: nn.Module, stages=(), n_classes: int | None = None, w
     if n_classes is None or n_classes < 1: raise ValueError("n_classes (a positive int) is needed for auxiliary heads")
     return DeepTAGEWrapper(model, stages, n_classes)
 
-# %% ../nbs/10_deeptage.ipynb #b6fa4db9
+# %% ../nbs/10_deeptage.ipynb #fb3cf315
 # The settings `reproduce` tunes every variant on, besides the plain CNN on digits: (label, config overrides).
 PLAIN = 'plain CNN, digits'
 SETTINGS = {'residual': ('SEW-residual CNN, digits', {'residual': True}),
@@ -598,9 +598,7 @@ class DeepTAGEConfig(ConfigBase):
     ablation: str = 'TET,DS,DeepTAGE'       # variants `reproduce` trains
     lrs: tuple = bound((5e-3, 1e-2), gt=0)  # the lr grid every variant gets in `reproduce` (2e-3: never chosen)
     settings: str = 'residual,moving'       # further settings `reproduce` tunes every variant on (see `SETTINGS`)
-    settings_steps: int = bound(150, ge=1)  # their steps grid: eval_every, ..., settings_steps
     _full = {'depth': 12, 'channels': 32, 'T': 6, 'steps': 600, 'eval_every': 100, 'budget': 200, 'n_seeds': 3,
-             'settings_steps': 600,
              'ablation': 'SDT,TET,TASG,DS,DeepTAGE', 'lrs': (2e-3, 5e-3, 1e-2)}
 
     def validate(self):
@@ -776,7 +774,7 @@ class DeepTAGEExperiment(Experiment):
 
 make_experiment = DeepTAGEExperiment.from_preset
 
-# %% ../nbs/10_deeptage.ipynb #98c52192
+# %% ../nbs/10_deeptage.ipynb #97d8d119
 def mean_surrogate_by_step(u: torch.Tensor, width: float = 1.0, w: float = 0.0, stat: str = 'rms',
                            surrogate: str = 'atan', area_preserving: bool = False) -> torch.Tensor:
     """Mean surrogate derivative per time step, E[h_t(m_t)], of recorded `u = m - theta` (T, ...), with the width
@@ -946,8 +944,8 @@ def _run(config: DeepTAGEConfig, preset: str, seed: int, device) -> tuple[dict, 
     settings = dict(w=config.w, deep_supervision=config.deep_supervision)
     seeds = range(seed, seed + config.n_seeds)
     tuned = {v: [tune(v, s, preset, device, **settings) for s in seeds] for v in config.ablation_variants}
-    more = {name: {v: [tune(v, s, preset, device, **settings, **SETTINGS[name][1], steps=config.settings_steps)
-                       for s in seeds] for v in config.ablation_variants} for name in config.setting_names}
+    more = {name: {v: [tune(v, s, preset, device, **settings, **SETTINGS[name][1]) for s in seeds]
+                   for v in config.ablation_variants} for name in config.setting_names}
     return mech, tuned, more
 
 
@@ -965,7 +963,7 @@ def _settings(report: Report, more: dict, config: DeepTAGEConfig):
         for v in ('DS', 'DeepTAGE'):
             if v in acc:
                 report.add_finding(f"{label}: {v} − TET (points), each tuned on lr {list(config.lrs)} × steps ≤ "
-                                   f"{config.settings_steps}", float(acc[v].mean() - acc['TET'].mean()), paper=paper,
+                                   f"{config.steps}", float(acc[v].mean() - acc['TET'].mean()), paper=paper,
                                    note=f"TET, tuned: {acc['TET'].mean():.1f} %, {v}: {acc[v].mean():.1f} %")
 
 

@@ -455,10 +455,10 @@ def test_further_settings_are_tuned_on_the_same_grid_and_reported(monkeypatch):
     monkeypatch.setattr(dt, 'tune', fake_tune)
     monkeypatch.setattr(dt, 'mechanism_at_init', lambda c, s, device='cpu': {'sigma': np.ones((2, c.T))})
     monkeypatch.setattr(dt, 'gaussian_surrogate_model', lambda *a, **k: np.ones(4))
-    c = dt.DeepTAGEConfig(settings_steps=150)
+    c = dt.DeepTAGEConfig(steps=150)
     mech, tuned, more = dt._run(c, 'quick', 0, 'cpu')
     assert list(more) == ['residual', 'moving'] and set(tuned) == set(more['moving']) == {'TET', 'DS', 'DeepTAGE'}
-    assert ('DS', 0, True, 'moving', 150) in calls and ('TET', 0, True, 'digits', 150) in calls
+    assert ('DS', 0, True, 'moving', None) in calls and ('TET', 0, True, 'digits', None) in calls
     assert ('TET', 0, False, 'digits', None) in calls                   # the plain setting keeps its own grid
     report = dt.Report('deeptage')
     dt._settings(report, more, c)

@@ -432,3 +432,90 @@ def test_single_stream_ablation_and_streams_argument():
                           lrs=(0.01,), models=('eign', 'dir_gnn', 'line_magnet'), streams=1)
     exp.run()
     assert isinstance(exp.best('eign'), EIGNSingle) and math.isfinite(exp.evaluate()['rmse_line_magnet'])
+
+
+# ---- LD-Cycles (edge classification) ----
+from iclr25_nb.eign import (longest_directed_cycles, make_cycles_graph, make_cycles_task, make_classifier,
+                            train_classifier, classifier_metrics, cycles_benchmark, predict, random_flip_mask)
+
+
+def _brute_longest(graph):
+    "Independent reference: every ordered node sequence, every way to walk it (itertools, tiny graphs)."
+    import itertools
+    arcs = {}
+    for e, (t, h) in enumerate(graph.edge_index.T.tolist()):
+        arcs[(t, h)] = e
+        if graph.undirected[e]: arcs[(h, t)] = e
+    best, sets = 0, set()
+    for k in range(3, graph.num_nodes + 1):
+        for seq in itertools.permutations(range(graph.num_nodes), k):
+            steps = list(zip(seq, seq[1:] + seq[:1]))
+            if all(s in arcs for s in steps):
+                es = frozenset(arcs[s] for s in steps)
+                if len(es) == k:
+                    if k > best: best, sets = k, set()
+                    sets.add(es)
+    return best, sorted(sets, key=sorted)
+
+
+def test_longest_cycle_hand_made():
+    # 5-cycle 0->1->2->3->4->0, directed chord 2->0 (3-cycle), undirected chord 1-3 (4-cycle 0->1-3->4->0)
+    g = EdgeGraph(torch.tensor([[0, 1, 2, 3, 4, 2, 1], [1, 2, 3, 4, 0, 0, 3]]), torch.tensor([False] * 6 + [True]), 5)
+    assert longest_directed_cycles(g) == (5, [frozenset({0, 1, 2, 3, 4})])
+    # reversing 2->3 breaks it; two 4-cycles remain, 0->1-3->4->0 and 0->1-3->2->0: a tie
+    g2 = g.reverse(torch.tensor([2]))
+    assert longest_directed_cycles(g2) == (4, [frozenset({0, 2, 5, 6}), frozenset({0, 3, 4, 6})])
+    # an undirected edge alone cannot be walked there and back (no 2-cycles); a path has no cycle
+    path = EdgeGraph(torch.tensor([[0, 1], [1, 2]]), torch.tensor([True, True]), 3)
+    assert longest_directed_cycles(path) == (0, [])
+    # an all-undirected triangle: one edge set, whichever way round
+    tri = EdgeGraph(torch.tensor([[0, 1, 2], [1, 2, 0]]), torch.tensor([True, False, True]), 3)
+    assert longest_directed_cycles(tri) == (3, [frozenset({0, 1, 2})])
+
+
+def test_longest_cycle_matches_brute_force():
+    for seed in range(6):
+        g = small_graph(seed, n=7, frac_directed=0.5)
+        assert longest_directed_cycles(g) == _brute_longest(g)
+
+
+def test_tie_is_detected_and_rejected():
+    tie = EdgeGraph(torch.tensor([[0, 1, 2, 3, 4, 5, 2], [1, 2, 0, 4, 5, 3, 3]]), torch.tensor([False] * 6 + [True]), 6)
+    length, sets = longest_directed_cycles(tie)
+    assert length == 3 and len(sets) == 2
+    for seed in range(20):                      # every generated graph has a unique longest cycle
+        g, cyc = make_cycles_graph(8, seed)
+        length, sets = longest_directed_cycles(g)
+        assert sets == [cyc] and len(cyc) == length >= 3
+
+
+def test_cycles_task_shapes_and_labels():
+    t = make_cycles_task(10, seed=3)
+    m = t.graph.num_edges
+    assert t.x_equ.shape == (m, 1) and t.x_inv.shape == (m, 1) and t.y.shape == (m, 1) and t.mask.all()
+    assert (t.x_equ == 0).all() and (t.x_inv == 1).all()               # uninformative inputs
+    length, sets = longest_directed_cycles(t.graph)
+    assert set(t.y[:, 0].nonzero().flatten().tolist()) == set(sets[0]) and int(t.y.sum()) == length
+    assert make_cycles_task(10, seed=3).graph.edge_index.equal(t.graph.edge_index)       # deterministic
+    with pytest.raises(ValueError): make_cycles_graph(3)
+    with pytest.raises(ValueError): make_cycles_graph(6, p_undirected=1.0)
+    with pytest.raises(ValueError): make_cycles_graph(6, edge_factor=10.0)
+
+
+def test_classifier_trains_and_metrics():
+    batch = EdgeTask.batch([make_cycles_task(8, s) for s in range(4)])
+    model = make_classifier(0.25, hidden=8, layers=2, hidden_node=8)
+    losses = train_classifier(model, batch, epochs=8, lr=0.01)
+    assert losses[-1] < losses[0]
+    mt = classifier_metrics(model, batch)
+    assert 0 <= mt['balanced_accuracy'] <= 1 and 0.5 <= mt['majority_accuracy'] <= 1
+    # the logits are orientation-invariant: flipping undirected edges does not change them
+    flip = random_flip_mask(batch.graph, 0.5, 0)
+    assert (predict(model, batch.flip(flip)) - predict(model, batch)).abs().max() < 1e-4
+    with pytest.raises(ValueError): train_classifier(model, batch, epochs=0)
+
+
+def test_cycles_benchmark_ablation_has_no_gap():
+    "Under --ablate (q = 0) both arms of the LD-Cycles claim are the same model: the gap is 0, so the claim fails."
+    r = cycles_benchmark(0, n_train=3, n_test=2, n_nodes=7, epochs=2, q=0.0, hidden=4, layers=1)
+    assert r['eign'] == r['eign_q0'] and 0 < r['positive_fraction'] < 1
