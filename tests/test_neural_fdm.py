@@ -520,8 +520,9 @@ def test_cross_check_with_jax_fdm():
         np.testing.assert_allclose(ours[b], theirs, atol=1e-10)
 
 
-def test_pinn_sweep_and_its_report_rows():
+def test_pinn_sweep_and_its_report_rows(monkeypatch):
     "The κ sweep of `reproduce` on a tiny config: deterministic per κ, its rows, claims and figure in the report."
+    import iclr25_nb.neural_fdm as M
     from iclr25_nb.neural_fdm import pinn_sweep, reproduce
     exp = make_experiment(num_uv=4, test_size=4, batch_size=4, width=16, steps=3)
     a, b = pinn_sweep(exp, (1.0, 100.0)), pinn_sweep(exp, (1.0,))
@@ -530,8 +531,43 @@ def test_pinn_sweep_and_its_report_rows():
         assert all(math.isfinite(p[k]) and p[k] > 0 for k in ('shape', 'eq_shape', 'residual_rel', 'seconds_per_design'))
     assert a[0]['shape'] == b[0]['shape'] and a[0]['residual_rel'] == b[0]['residual_rel']   # same init, same batches
     with pytest.raises(ValueError, match='positive'): pinn_sweep(exp, (0.0,))
+    monkeypatch.setitem(M.TOWER_SIZES, 'quick', dict(steps=2, test_size=2, n_direct=2, direct_maxiter=2))
     rep = reproduce('quick', num_uv=4, test_size=4, batch_size=4, width=16, steps=3, n_direct=2, direct_maxiter=3)
     text = json.dumps(rep.to_dict(), default=str, ensure_ascii=False)
     assert 'PINN baseline, κ = 100' in text and 'best PINN' in text and 'pinn_sweep' in rep.figures
     fig = rep.figures['pinn_sweep']
     assert fig.layout.xaxis.title.text.startswith('κ') and fig.layout.yaxis2.title.text
+
+
+def test_tower_study_in_reproduce(monkeypatch):
+    "The tower study (tiny sizes): official tower settings, three starts with one budget, its rows, claims, findings."
+    import iclr25_nb.neural_fdm as M
+    monkeypatch.setitem(M.TOWER_SIZES, 'quick', dict(steps=2, test_size=3, n_direct=2, direct_maxiter=3))
+    t = M.tower_study('quick', seed=0)
+    c = t['exp'].config
+    assert (c.task, c.depth, c.grad_clip, c.batch_size, c.decoder) == ('tower', 5, 0.01, 16, 'fdm')
+    s = t['exp'].structure_cpu
+    q0 = M.expert_q(s, 2)
+    assert q0.shape == (2, s.m) and set(q0.abs().unique().tolist()) <= {0.0, 1.0}
+    assert torch.equal(q0[0], s.signs.double() * s.mask.double())
+    assert M.sign_violations(q0, s, tau=1.0) == 0                           # the expert start is feasible (|q| = τ)
+    e = t['expert']
+    e0 = float(M._per_design_loss(t['exp'])(t['xs'], t['exp'].equilibrium(t['xs'], q0), q0).mean())
+    assert e['history'][0] == pytest.approx(e0, rel=1e-9)                   # iteration 0 = the expert's q
+    for k in ('rand', 'expert', 'warm'): assert t[k]['nit'] <= 3 and t[k]['loss'].shape == (2,)
+    assert torch.all(t['q_model'][:, s.mask > 0].abs() >= 1.0 - 1e-9)      # |q| >= τ = 1
+    ta = M.tower_study('quick', seed=0, ablate=True)
+    assert ta['exp'].config.decoder == 'mlp'
+    assert ta['rand']['history'][0] == t['rand']['history'][0]             # the same random start, the same towers
+    rep = M.reproduce('quick', num_uv=4, test_size=4, batch_size=4, width=16, steps=2, n_direct=2, direct_maxiter=2)
+    text = json.dumps(rep.to_dict(), default=str, ensure_ascii=False)
+    assert 'not measured by reproduce' not in text
+    for row in ('tower: FormFinder (depth 5, clip 0.01)', 'tower: expert q = ±1, not optimised',
+                'tower: direct L-BFGS-B, random start', 'tower: direct L-BFGS-B, expert start (q = ±1)',
+                'tower: direct L-BFGS-B, predict-then-optimise'):
+        assert row in text, row
+    heads = [cl.statement for cl in rep.claims if cl.kind == 'headline']
+    assert any(h.startswith('towers in real time') for h in heads)
+    assert rep.claims[0].kind == 'headline'
+    assert any('expert initialisation' in f.statement for f in rep.findings)
+    assert {'tower_design', 'tower_race'} <= set(rep.figures)
