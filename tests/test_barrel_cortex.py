@@ -248,3 +248,21 @@ def test_alif_without_adaptation_matches_snntorch_leaky():
         ours.append(s)
     # snntorch resets with the previous step's spike inside the same update, like ours (v - theta * s_{t-1})
     assert torch.equal(torch.stack(ours), torch.stack(out_s))
+
+
+def test_tune_tries_every_rate_of_the_grid_and_keeps_the_best_on_validation():
+    c = bc.BarrelConfig(model='lstm', n_per_class=6, frames=12, epochs=1, batch=8, lr_grid=(2.0, 1.0), n_val=3,
+                        hidden=8)
+    val = bc.validation_tensors(c, seed=0)
+    assert val[0].shape[0] == 9 and sorted(val[1].tolist()) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    train = bc.whisker_tensors(c.n_per_class, 0, False, c.frames, c.dt)
+    assert val[0].shape[1:] == train['X_train'].shape[1:]
+    assert not any(torch.equal(v, x) for v in val[0] for x in train['X_train'])     # a draw of its own
+    exp = bc.tune(c, 0, val)
+    assert [g[0] for g in exp.grid] == pytest.approx([3e-3, 6e-3])                   # rates ascending: lr_ann x factor
+    assert exp.val_acc == max(g[1] for g in exp.grid) and exp.lr_chosen in [g[0] for g in exp.grid]
+    first = next(g for g in exp.grid if g[1] == exp.val_acc)                         # ties go to the smaller rate
+    assert exp.lr_chosen == first[0] and exp.test_acc == first[2]
+    snn = bc.BarrelConfig(model='random', n_per_class=5, frames=10, epochs=1, batch=8, lr_grid=(1.0,), n_val=2)
+    assert bc.tune(snn, 1, bc.validation_tensors(snn, 1)).lr_chosen == pytest.approx(8e-3)   # SNNs: `lr`
+    with pytest.raises(ValueError): bc.BarrelConfig(lr_grid=(1.0, -2.0)).validate()

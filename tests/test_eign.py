@@ -519,3 +519,171 @@ def test_cycles_benchmark_ablation_has_no_gap():
     "Under --ablate (q = 0) both arms of the LD-Cycles claim are the same model: the gap is 0, so the claim fails."
     r = cycles_benchmark(0, n_train=3, n_test=2, n_nodes=7, epochs=2, q=0.0, hidden=4, layers=1)
     assert r['eign'] == r['eign_q0'] and 0 < r['positive_fraction'] < 1
+
+
+# ---- RW-Comp and Tri-Flow (edge classification) ----
+import itertools
+from iclr25_nb.eign import (auc, random_walk, make_walk_task, triangle_flow_labels, make_triflow_task,
+                            classification_benchmark, walk_benchmark, triflow_benchmark)
+
+
+def test_auc_hand_values():
+    assert auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == 0.75
+    assert auc([1.0, 1.0, 1.0], [0, 1, 1]) == 0.5                     # ties count half
+    assert auc([0.0, 1.0], [0, 1]) == 1.0 and auc([1.0, 0.0], [0, 1]) == 0.0
+    assert math.isnan(auc([0.3, 0.4], [1, 1]))
+    with pytest.raises(ValueError, match='shape'): auc([0.1, 0.2, 0.3], [0, 1])
+
+
+def test_random_walk_steps_and_weights():
+    # 0 -> 1 (w 1), 0 -> 2 (w 3), 1 -> 3, 2 -> 3, 3 -> 0: from 0 the walk takes 0 -> 2 with probability 3/4
+    g = EdgeGraph(torch.tensor([[0, 0, 1, 2, 3], [1, 2, 3, 3, 0]]), torch.zeros(5, dtype=torch.bool), 4)
+    w = np.array([1.0, 3.0, 1.0, 1.0, 1.0])
+    rng = np.random.default_rng(0)
+    walks = [random_walk(g, w, 3, rng, start=0) for _ in range(4000)]
+    assert all(wk[0] == 0 and wk[2] == 3 and wk[3] == 0 and len(wk) == 4 for wk in walks)
+    frac2 = np.mean([wk[1] == 2 for wk in walks])
+    assert abs(frac2 - 0.75) < 0.03                                  # 4000 draws: sd 0.007
+    sink = EdgeGraph(torch.tensor([[0, 1], [1, 2]]), torch.zeros(2, dtype=torch.bool), 3)
+    assert random_walk(sink, [1.0, 1.0], 5, np.random.default_rng(0), start=0) is None
+    with pytest.raises(ValueError, match='weights'): random_walk(g, w[:3], 2, rng)
+    with pytest.raises(ValueError, match='weights'): random_walk(g, -w, 2, rng)
+    with pytest.raises(ValueError, match='undirected'): random_walk(g.with_undirected(torch.ones(5, dtype=torch.bool)), w, 2, rng)
+
+
+def _walk_exists(graph, labelled, length):
+    "Independent check: is there a walk of exactly `length` directed steps whose edge set is exactly `labelled`?"
+    arcs = {}
+    for e, (t, h) in enumerate(graph.edge_index.T.tolist()):
+        if e in labelled: arcs.setdefault(t, []).append((h, e))
+    def go(v, k, used):
+        if k == length: return used == labelled
+        return any(go(h, k + 1, used | {e}) for h, e in arcs.get(v, []))
+    return any(go(v, 0, frozenset()) for v in range(graph.num_nodes))
+
+
+def test_walk_task_brute_force_and_inputs():
+    for seed in range(6):
+        t = make_walk_task(8, 14, 6, seed=seed)
+        g, m = t.graph, t.graph.num_edges
+        assert m == 14 and not g.undirected.any()
+        labelled = frozenset(torch.nonzero(t.y[:, 0]).flatten().tolist())
+        assert _walk_exists(g, labelled, 6)
+        shown = t.x_inv[:, 2] > 0.5
+        assert torch.equal(t.mask, ~shown) and torch.equal(t.x_inv[:, 0], t.y[:, 0] * shown)
+        assert ((t.x_inv[:, 1] > 0) & (t.x_inv[:, 1] <= 1)).all() and (t.x_equ == 0).all()
+
+
+def test_walk_task_deterministic_and_bad_input():
+    a, b = make_walk_task(seed=5), make_walk_task(seed=5)
+    assert torch.equal(a.graph.edge_index, b.graph.edge_index) and torch.equal(a.y, b.y) and torch.equal(a.x_inv, b.x_inv)
+    assert not torch.equal(make_walk_task(seed=6).graph.edge_index, a.graph.edge_index)
+    with pytest.raises(ValueError, match='n_nodes'): make_walk_task(2, 1)
+    with pytest.raises(ValueError, match='n_edges'): make_walk_task(5, 11)
+    with pytest.raises(ValueError, match='walk_length'): make_walk_task(walk_length=0)
+    with pytest.raises(ValueError, match='p_show'): make_walk_task(p_show=1.0)
+    with pytest.raises(ValueError, match='no graph'): make_walk_task(3, 2, 40, max_tries=5)   # a path: always stuck
+
+
+def _brute_triangle_labels(graph, types):
+    "Independent reference: every node triple, both senses; per edge the set of signs it gets."
+    arcs = {}
+    for e, (t, h) in enumerate(graph.edge_index.T.tolist()):
+        arcs[(t, h)] = (e, 1); arcs[(h, t)] = (e, -1)
+    signs, ambiguous = {}, False
+    for a, b, c in itertools.combinations(range(graph.num_nodes), 3):
+        if not all(p in arcs for p in ((a, b), (b, c), (c, a))): continue
+        for cyc in ((a, b, c), (a, c, b)):
+            sides = [arcs[(cyc[i], cyc[(i + 1) % 3])] for i in range(3)]
+            if len({int(types[e]) for e, _ in sides}) != 1: continue
+            directed = [s for e, s in sides if not graph.undirected[e]]
+            if not directed: ambiguous = True; continue
+            if all(s == 1 for s in directed):
+                for e, s in sides: signs.setdefault(e, set()).add(s)
+    labels = np.zeros(graph.num_edges)
+    for e, s in signs.items():
+        if len(s) > 1: ambiguous = True
+        labels[e] = next(iter(s))
+    return labels, ambiguous
+
+
+def test_triangle_labels_hand_made():
+    # directed 0 -> 1, undirected 1 - 2 stored 2 -> 1, undirected 2 - 0 stored 2 -> 0; one type: the sense 0 -> 1 -> 2
+    g = EdgeGraph(torch.tensor([[0, 2, 2], [1, 1, 0]]), torch.tensor([False, True, True]), 3)
+    lab, why = triangle_flow_labels(g, [1, 1, 1])
+    assert why is None and lab.tolist() == [1, -1, 1]
+    assert triangle_flow_labels(g, [1, 1, 0])[0].tolist() == [0, 0, 0]                      # wrong type
+    along = g.reverse(torch.tensor([1])).with_undirected(torch.tensor([False, False, True]))  # 0 -> 1, 1 -> 2 directed
+    assert triangle_flow_labels(along, [0, 0, 0])[0].tolist() == [1, 1, 1]
+    against = g.with_undirected(torch.tensor([False, False, True]))                          # 0 -> 1 and 2 -> 1 disagree
+    assert triangle_flow_labels(against, [0, 0, 0])[0].tolist() == [0, 0, 0]
+    assert triangle_flow_labels(g.with_undirected(torch.ones(3, dtype=torch.bool)), [0, 0, 0])[1] is not None
+    with pytest.raises(ValueError, match='types'): triangle_flow_labels(g, [0, 0])
+
+
+def test_triangle_labels_match_brute_force():
+    rng = np.random.default_rng(0)
+    n_amb = 0
+    for trial in range(60):          # random small mixed graphs with few types: many triangles, some ambiguous
+        n = 6
+        pairs = [p for p in itertools.combinations(range(n), 2) if rng.random() < 0.6] or [(0, 1)]
+        ei = np.array(pairs).T
+        flip = rng.random(len(pairs)) < 0.5
+        ei[:, flip] = ei[::-1, flip]
+        g = EdgeGraph(torch.from_numpy(ei.copy()), torch.from_numpy(rng.random(len(pairs)) < 0.4), n)
+        types = rng.integers(0, 2, len(pairs))
+        lab, why = triangle_flow_labels(g, types)
+        ref, amb = _brute_triangle_labels(g, types)
+        assert (why is not None) == amb
+        n_amb += amb
+        if not amb: assert lab.tolist() == ref.tolist()
+    assert 0 < n_amb < 60
+
+
+def test_triflow_task_generator():
+    for seed in range(5):
+        t = make_triflow_task(seed=seed)
+        g = t.graph
+        types = t.x_inv.argmax(1).numpy()
+        ref, amb = _brute_triangle_labels(g, types)
+        assert not amb and t.y[:, 0].tolist() == ref.tolist()
+        assert g.num_edges == 26 and g.num_nodes == 18 and t.x_inv.shape == (26, 3)
+        assert torch.equal(t.x_equ[g.directed, 0], torch.ones(int(g.directed.sum())))
+        assert (t.x_equ.abs() == 1).all()
+    a, b = make_triflow_task(seed=3), make_triflow_task(seed=3)
+    assert torch.equal(a.graph.edge_index, b.graph.edge_index) and torch.equal(a.y, b.y) and torch.equal(a.x_equ, b.x_equ)
+    assert not torch.equal(make_triflow_task(seed=4).y, a.y)
+    with pytest.raises(ValueError, match='n_triangles'): make_triflow_task(1)
+    with pytest.raises(ValueError, match='n_types'): make_triflow_task(n_types=1)
+    with pytest.raises(ValueError, match='p_undirected'): make_triflow_task(p_undirected=1.0)
+    with pytest.raises(ValueError, match='n_edges'): make_triflow_task(4, 11)
+
+
+def test_triflow_labels_and_model_are_equivariant():
+    "Flipping an undirected edge's stored orientation flips its label (recomputed from the flipped graph) and EIGN's output."
+    batch = EdgeTask.batch([make_triflow_task(seed=s) for s in range(3)])
+    types = batch.x_inv.argmax(1).numpy()
+    flip = random_flip_mask(batch.graph, 0.5, 1)
+    assert flip.any()
+    s = batch.graph.signs(flip)[:, None]
+    flipped = batch.flip(flip)
+    relabel, why = triangle_flow_labels(flipped.graph, types)
+    assert why is None and np.array_equal(relabel, flipped.y[:, 0].numpy())
+    assert torch.equal(flipped.y, s * batch.y) and (batch.y[flip] != 0).any()
+    model = make_classifier(0.25, hidden=8, layers=2, hidden_node=8, equ_in=1, inv_in=3, equivariant=True)
+    train_classifier(model, batch, epochs=5, lr=0.01, loss='mse')
+    out, out_f = predict(model, batch), predict(model, flipped)
+    assert out.abs().max() > 1e-3 and (s * out_f - out).abs().max() < 1e-4
+    mt = classifier_metrics(model, batch, equivariant=True)
+    assert 0 <= mt['balanced_accuracy'] <= 1 and 1 / 3 <= mt['majority_accuracy'] <= 1
+    with pytest.raises(ValueError, match='loss'): train_classifier(model, batch, epochs=1, loss='hinge')
+
+
+def test_walk_and_triflow_benchmarks_ablation_has_no_gap():
+    "Under --ablate (q = 0) both arms are the same model: the gap is exactly 0, so the claims fail."
+    for f in (walk_benchmark, triflow_benchmark):
+        r = f(0, n_train=3, n_test=2, epochs=2, q=0.0, hidden=4, layers=1)
+        a, b = r['eign'], r['eign_q0']
+        assert a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+        assert 0 < r['positive_fraction'] < 1
+    with pytest.raises(ValueError, match='n_train'): classification_benchmark(make_walk_task, n_train=0)

@@ -162,3 +162,16 @@ def test_early_stopping_keeps_the_best_validation_checkpoint():
     assert float(net.weight) == 4.0
     H._train_selected(net, step, 3)                             # no score: the last state
     assert float(net.weight) == 7.0
+
+
+def test_subject_sweep_trains_on_the_first_k_subjects_only():
+    c = H.H2DiLRConfig(steps=6, stage1_steps=3, n_subjects=3, n_syllables=2, channels=(4, 6), n_time=16, D=4,
+                       shared_K=4, private_K=2, batch=8, eval_every=2)
+    gen = H.SyntheticSEEG(c.n_subjects, c.n_syllables, c.n_reps, c.channels, n_time=c.n_time, seed=0)
+    data = H.subject_data(gen)
+    sw = H.subject_sweep(c, 0, data, ks=(1, 2))
+    assert sorted(sw) == [1, 2] and [len(sw[k]) for k in (1, 2)] == [1, 2]
+    assert all(0 <= a <= 1 for k in sw for a in sw[k])
+    assert sw == H.subject_sweep(c, 0, data, ks=(1, 2))                  # seeded: the same numbers again
+    for bad in ((), (0,), (4,)):
+        with pytest.raises(ValueError, match='ks must lie'): H.subject_sweep(c, 0, data, ks=bad)
