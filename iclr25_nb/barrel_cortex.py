@@ -706,7 +706,7 @@ class BarrelExperiment(Experiment):
 
 make_experiment = BarrelExperiment.from_preset
 
-# %% ../nbs/24_barrel_cortex.ipynb #d4566308
+# %% ../nbs/24_barrel_cortex.ipynb #b8686c67
 def accuracy_figure(curves: dict, title: str = 'test accuracy per epoch'):
     "One line per model: test accuracy against epoch."
     import plotly.graph_objects as go
@@ -770,9 +770,12 @@ def whisker_map_figure(deprived=(), acc=float('nan'), deprived_acc=float('nan'))
                      np.flatnonzero(sel)], textposition='middle right', name=name,
                      marker=dict(size=(6 + L[sel] / 3).round(1).tolist(), color=col))
           for sel, name, col in ((~off, 'intact', '#1f77b4'), (off, 'silenced', '#bbbbbb'))]
-    acc_txt = f'accuracy {acc:.2f}' + (f', silenced {deprived_acc:.2f}' if len(deprived) else '')
-    return figure(*tr, title=f'whisker array ({len(deprived)} silenced): {acc_txt}', xaxis_title='arc (column)',
-                  yaxis_title='row (A top)')
+    # short titles: two panels across leave room for ~36 characters; the accuracy is measured at each epoch's end
+    fmt = lambda a: 'n/a' if math.isnan(a) else f'{a:.2f}'
+    title = ('whisker array (accuracy after epoch 1)' if math.isnan(acc) else f'whisker array: accuracy {acc:.2f}')
+    if len(deprived): title = f'{len(deprived)} whiskers off: accuracy {fmt(acc)} → {fmt(deprived_acc)}'
+    return figure(*tr, title=title, xaxis_title='arc (column)',
+                  yaxis_title='row (A top)', xaxis_range=[-1.5, 7.5])
 
 # %% ../nbs/24_barrel_cortex.ipynb #c7a7c730
 # with the tuning grid (2026-12-04), seeds 0/1/2; the earlier single-rate values in brackets
@@ -927,12 +930,12 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/24_barrel_cortex.ipynb #f0af490a
+# %% ../nbs/24_barrel_cortex.ipynb #b4e8ac15
 def explorer_render(snap: dict, history: list, show: str = 'layers') -> dict:
     "The explorer's figures from a snapshot: raster, rates vs reference (or layer rates), whisker map, curves."
     from iclr25_nb.live import figure, curves_figure
     import plotly.graph_objects as go
-    figs = {'raster': raster_figure(snap, f"step {snap['step']}: spikes of a test sweep, by subtype")}
+    figs = {'raster': raster_figure(snap, f"spikes by subtype, step {snap['step']}")}
     if show == 'layers' and snap.get('layer_rates'):
         figs['rates'] = figure(*[go.Scatter(y=v, mode='lines', name=k) for k, v in snap['layer_rates'].items()],
                                title='population rates (test sweeps)', xaxis_title='time step',

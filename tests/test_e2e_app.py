@@ -67,8 +67,12 @@ def test_demo_page_updates_live_and_answers_clicks(app):
 @pytest.mark.parametrize('name', [p.name for p in implemented_papers()])
 def test_paper_page_updates_after_start(app, name):
     with page() as pg:
-        pg.goto(f'{app}/{name}')
+        # the server builds the page's explorer while the previous page's session may still be training (it is
+        # joined when its session expires, ~30 s after the close): on 2 busy cores a load took over 30 s once
+        t0 = time.monotonic()
+        pg.goto(f'{app}/{name}', timeout=120000)
         pg.wait_for_selector('.js-plotly-plot', timeout=90000)
+        print(f"{name}: page with a figure {time.monotonic() - t0:.1f} s after goto")
         assert pg.locator('text=could not be built').count() == 0
         before = _figures(pg)
         pg.click('button:has-text("Start")')
