@@ -7,7 +7,7 @@ __all__ = ['log', 'TEMPLATE', 'style', 'wrap_title', 'panel_titles', 'figure', '
            'release_memory', 'schedule_release_memory', 'LiveView', 'DemoExperiment', 'demo_render', 'demo_explorer',
            'static_figures', 'record', 'frame_ranges', 'animate', 'replay']
 
-# %% ../nbs/01_live.ipynb #9fb07cf7
+# %% ../nbs/01_live.ipynb #d5e79ec6
 import concurrent.futures
 import ctypes
 import gc
@@ -24,7 +24,7 @@ import plotly.io as pio
 import torch
 
 from .core import BackgroundTrainer, Experiment
-from .panel_env import panel, plotly_pane
+from .panel_env import panel, plotly_pane, viewport_guard
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def schedule_release_memory(delay_s: float = 2.0):
         release_memory()
     IOLoop.current().call_later(delay_s, run)
 
-# %% ../nbs/01_live.ipynb #04c44ddb
+# %% ../nbs/01_live.ipynb #ff5c7502
 def _end_reason(t: BackgroundTrainer) -> str:
     if t.status == 'done':
         if t.experiment.done: return t.experiment.end_reason
@@ -205,7 +205,7 @@ class LiveView:
         grid = pn.Column(*[self.panes[k] for k in wide],
                          pn.GridBox(*[p for k, p in self.panes.items() if k not in wide], ncols=ncols,
                                     sizing_mode='stretch_width'), sizing_mode='stretch_width')
-        self.layout = pn.Column(*([pn.pane.Markdown(f"## {title}")] if title else []), self.status,
+        self.layout = pn.Column(viewport_guard(), *([pn.pane.Markdown(f"## {title}")] if title else []), self.status,
                                 pn.Row(side, grid, sizing_mode='stretch_width'), sizing_mode='stretch_width')
         self._attach(autostart)
 
