@@ -155,7 +155,7 @@ def from_env(prefix: str = 'ICLR25_LLM', **kw) -> OpenAIClient | None:
     if not url: return None
     return OpenAIClient(url, os.environ.get(f'{prefix}_MODEL', 'local'), os.environ.get(f'{prefix}_API_KEY'), **kw)
 
-# %% ../nbs/08_llm.ipynb #f9c559e8
+# %% ../nbs/08_llm.ipynb #5df82095
 class Unavailable(RuntimeError):
     "The local model cannot run here; the message says why and what to install."
 
@@ -167,16 +167,18 @@ _probed: dict = {}
 
 def runs_here(model_path: str) -> tuple:
     """`(True, '')` when llama-cpp-python completes one token of `model_path` in a child process, else `(False, why)`.
-    A native build that crashes (seen: a segmentation fault in `decode` on every completion) would otherwise take
-    the caller's process, a kernel or the test run, down with it; the answer is kept per model for the process."""
+    A native build that crashes (seen: a segmentation fault in `decode` on every completion, from a build with
+    `-march=native` on a CPU with AMX and AVX-512) would otherwise take the caller's process, a kernel or the test run,
+    down with it; the answer is kept per model for the process."""
     if model_path not in _probed:
         try:
             r = subprocess.run([sys.executable, '-c', _PROBE, model_path], capture_output=True, text=True, timeout=300)
             crash = {-11: 'a segmentation fault', -4: 'an illegal instruction', -6: 'an abort'}.get(r.returncode)
             _probed[model_path] = (True, '') if r.returncode == 0 else (False, (
                 f"llama-cpp-python cannot run {Path(model_path).name} on this machine: a one-token completion ended "
-                f"with {crash or f'exit status {r.returncode}'} ({(r.stderr or '').strip()[-200:]!r}); reinstall it "
-                "from source for this CPU or use an OpenAI-compatible endpoint"))
+                f"with {crash or f'exit status {r.returncode}'} ({(r.stderr or '').strip()[-200:]!r}); rebuild it "
+                "portably (CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --no-cache-dir --force-reinstall --no-deps "
+                "llama-cpp-python) or use an OpenAI-compatible endpoint"))
         except subprocess.TimeoutExpired:
             _probed[model_path] = (False, f"llama-cpp-python did not complete one token of {model_path} in 300 s")
     return _probed[model_path]
