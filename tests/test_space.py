@@ -272,3 +272,155 @@ def test_form_board_against_rot90_masks():
     for it in generate('mpfb', 30, seed=14):
         ok = [fits(it.meta['pieces'], o) for o in it.options]
         assert ok.index(True) == it.answer and sum(ok) == 1
+
+
+def test_mpath_against_networkx_and_options():
+    "Minimum path: the answer is networkx's shortest-path length; distractors of one parity, ranks balanced."
+    nx = pytest.importorskip('networkx')
+    ranks = []
+    for pres in ('text', 'image'):
+        for it in generate('mpath', 60 if pres == 'text' else 10, pres, seed=15):
+            grid = np.asarray(it.meta['grid'])
+            g = nx.grid_2d_graph(*grid.shape)
+            g.remove_nodes_from([tuple(p) for p in np.argwhere(grid == 0)])
+            a, b = tuple(it.meta['a']), tuple(it.meta['b'])
+            length = nx.shortest_path_length(g, a, b)
+            wall_blind = abs(a[0] - b[0]) + abs(a[1] - b[1])
+            assert it.options[it.answer] == length and it.options.count(length) == 1
+            assert length >= wall_blind + 2                                    # the walls lengthen the route
+            assert len(set(it.options)) == 4 and {o % 2 for o in it.options} == {length % 2}
+            if min(it.options) < length: assert wall_blind in it.options      # the wall-blind trap is offered
+            if pres == 'text':                                                 # the prompt shows the same grid
+                rows = [r for r in it.prompt.split('\n') if set(r) <= set('01PQ,') and ',' in r]
+                shown = np.array([r.split(',') for r in rows])
+                assert (shown == 'P').sum() == 1 and tuple(np.argwhere(shown == 'P')[0]) == a
+                assert tuple(np.argwhere(shown == 'Q')[0]) == b
+                assert ((shown != '0') == (grid == 1)).all()
+            ranks.append(sorted(it.options).index(length))
+    assert set(ranks) == {0, 1, 2, 3}
+    for it in generate('mpath', 20, seed=16, density=0.0, min_detour=0):    # no walls: the Manhattan distance
+        a, b = it.meta['a'], it.meta['b']
+        assert it.options[it.answer] == abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+
+def test_mpath_image_renders_the_grid():
+    it = generate('mpath', 1, 'image', seed=17)[0]
+    grid, cell = np.asarray(it.meta['grid']), 14
+    assert it.image.shape == (grid.shape[0] * cell, grid.shape[1] * cell, 3) and it.image.dtype == np.uint8
+    centre = lambda p: it.image[p[0] * cell + cell // 2, p[1] * cell + cell // 2]
+    wall = tuple(np.argwhere(grid == 0)[0])
+    assert tuple(centre(wall)) == (0, 0, 0)                                    # walls are black
+    for r, c in (it.meta['a'], it.meta['b']):                                   # P and Q: red discs
+        patch = it.image[r * cell:(r + 1) * cell, c * cell:(c + 1) * cell].astype(int)
+        assert ((patch[..., 0] > 200) & (patch[..., 1] < 60) & (patch[..., 2] < 60)).mean() > 0.2
+
+
+def _read_card(grid) -> tuple:
+    "Independent reading of a card's attributes from its drawn grid: (position, orientation, count, edge)."
+    g = np.asarray(grid)
+    marks = np.argwhere(np.isin(g, list('^>v<')))
+    glyphs = set(g[tuple(marks.T)])
+    assert len(glyphs) == 1
+    rows, cols = marks[:, 0], marks[:, 1]
+    top, left = rows.max() <= 3, cols.max() <= 3
+    assert top == (rows.min() <= 3) and left == (cols.min() <= 3)             # all marks in one quadrant
+    position = {(True, True): 0, (True, False): 1, (False, True): 2, (False, False): 3}[(top, left)]
+    bars = [(g[0] == '#').all(), (g[:, -1] == '#').all(), (g[-1] == '#').all(), (g[:, 0] == '#').all()]
+    assert sum(bars) == 1
+    return position, '^>v<'.index(glyphs.pop()), len(marks) - 1, bars.index(True)
+
+
+def _sort_by_brute_force(meta) -> tuple[list, int | None]:
+    "Every attribute rule consistent with the drawn examples, and the new card's pile under the unique one."
+    keys = [_read_card(g) for g in meta['key_grids']]
+    examples = [_read_card(g) for g in meta['example_grids']]
+    card = _read_card(meta['card_grid'])
+    rules = [a for a in range(4) if all(keys[p][a] == e[a] for e, p in zip(examples, meta['piles']))]
+    piles = [k for k in range(4) if len(rules) == 1 and keys[k][rules[0]] == card[rules[0]]]
+    return rules, (piles[0] if len(piles) == 1 else None)
+
+
+def test_csort_against_a_brute_force_reader():
+    "Card sorting: the rules are read back from the drawn cards; exactly one is consistent and gives the answer."
+    from iclr25_nb.space import CARD_ATTRIBUTES
+    for kw in ({}, {'examples': 1}, {'examples': 5}, {'rule': 'count'}, {'max_shared': 4}):
+        for it in generate('csort', 30, seed=18, **kw):
+            rules, pile = _sort_by_brute_force(it.meta)
+            assert len(rules) == 1 and pile == it.answer                      # unambiguous, and the answer is right
+            assert list(CARD_ATTRIBUTES)[rules[0]] == (kw.get('rule') or it.meta['rule'])
+            keys = [_read_card(g) for g in it.meta['key_grids']]
+            card = _read_card(it.meta['card_grid'])
+            assert sorted(sum(x == y for x, y in zip(k, card)) for k in keys) == [1, 1, 1, 1]  # one attribute each
+            assert all(len({k[a] for k in keys}) == 4 for a in range(4))    # key cards differ in every attribute
+            if kw.get('max_shared', 1) == 1:
+                assert all(sum(x == y for x, y in zip(_read_card(e), card)) <= 1 for e in it.meta['example_grids'])
+            assert f"Key card of pile 0:\n{chr(10).join(','.join(r) for r in it.meta['key_grids'][0])}" in it.prompt
+
+
+def test_csort_rejects_ambiguous_sorts():
+    "With one example most draws allow two rules or more: the generator must redraw them, never emit one."
+    from iclr25_nb.space import consistent_rules
+    assert consistent_rules([(0, 0, 0, 0), (1, 1, 1, 1)], [(0, 0, 1, 1)], [0]) == [0, 1]
+    assert consistent_rules([(0, 1, 2, 3), (1, 2, 3, 0)], [(0, 2, 3, 3), (2, 2, 0, 1)], [0, 1]) == []
+    rng = np.random.default_rng(0)                                             # how often one example is ambiguous
+    ambiguous = 0
+    for _ in range(400):
+        values = [rng.permutation(4) for _ in range(4)]
+        keys = [tuple(int(values[a][k]) for a in range(4)) for k in range(4)]
+        e = tuple(int(v) for v in rng.integers(0, 4, 4)); r = int(rng.integers(4))
+        ambiguous += len(consistent_rules(keys, [e], [int(np.flatnonzero(values[r] == e[r])[0])])) > 1
+    assert ambiguous > 100                                                     # so the rejection is exercised
+    assert all(len(_sort_by_brute_force(it.meta)[0]) == 1 for it in generate('csort', 60, seed=19, examples=1))
+
+
+def test_csort_image_renders_the_cards():
+    it = generate('csort', 1, 'image', seed=20, examples=4)[0]
+    assert it.image.ndim == 3 and it.image.dtype == np.uint8
+    dark_red = (it.image[..., 0] > 120) & (it.image[..., 1] < 40) & (it.image[..., 2] < 40)
+    assert dark_red.sum() > 0 and (it.image == 0).all(-1).sum() > 0           # arrows and bars are drawn
+    assert it.image.shape[1] >= 4 * 64
+    other = generate('csort', 1, 'image', seed=21, examples=4)[0]
+    assert other.image.shape != it.image.shape or (other.image != it.image).any()
+
+
+def test_heuristics_on_the_new_tasks():
+    "Each heuristic passes only its own control: none beats chance on minimum path or card sorting."
+    from iclr25_nb.space import (AllocentricAgent, ManhattanAgent, NearestExampleAgent, PerseverativeAgent,
+                                 SignatureAgent)
+    items = {'mpath': generate('mpath', 300, seed=22), 'csort': generate('csort', 300, seed=23)}
+    bound = 25.0 + 3.5 * 100 * math.sqrt(0.25 * 0.75 / 300)
+    for agent in (SignatureAgent(1), AllocentricAgent(2), ManhattanAgent(3), PerseverativeAgent(4),
+                  NearestExampleAgent(5)):
+        for task, its in items.items():
+            assert qa_accuracy(its, [agent.answer(it) for it in its]) <= bound, (agent.name, task)
+    opened = generate('mpath', 50, seed=22, density=0.0, min_detour=0)
+    assert qa_accuracy(opened, [ManhattanAgent().answer(it) for it in opened]) == 100.0
+    fixed = generate('csort', 50, seed=23, rule='position')
+    assert qa_accuracy(fixed, [PerseverativeAgent().answer(it) for it in fixed]) == 100.0
+    near = generate('csort', 300, seed=23, max_shared=4)                      # near copies: similarity helps
+    assert qa_accuracy(near, [NearestExampleAgent(5).answer(it) for it in near]) > bound
+
+
+def test_new_tasks_determinism_ablation_and_bad_input():
+    for task in ('mpath', 'csort'):
+        for pres in ('text', 'image'):
+            a, b = generate(task, 3, pres, seed=24), generate(task, 3, pres, seed=24)
+            assert [x.prompt for x in a] == [x.prompt for x in b] and [x.answer for x in a] == [x.answer for x in b]
+            if pres == 'image': assert (a[0].image == b[0].image).all()
+            c = generate(task, 3, pres, seed=25)                                # another seed, other items
+            assert [x.prompt for x in c] != [x.prompt for x in a] if pres == 'text' else \
+                any(x.image.shape != y.image.shape or (x.image != y.image).any() for x, y in zip(a, c))
+        items = generate(task, 600, seed=26)
+        assert qa_accuracy(items, [OracleAgent().answer(it) for it in items]) == 100.0
+        wrong = generate(task, 600, seed=26, label_seed=27)
+        acc = qa_accuracy(wrong, [OracleAgent().answer(it) for it in wrong])
+        assert abs(acc - 25.0) <= 3.5 * 100 * math.sqrt(0.25 * 0.75 / 600)  # the ablation: oracle at chance
+    assert generate('ptt', 2, seed=3)[1].prompt == generate('ptt', 2, seed=3)[1].prompt
+    for kw, match in (({'size': 3}, 'size'), ({'density': 0.9}, 'density'), ({'min_detour': 3}, 'even'),
+                      ({'min_detour': -2}, 'even')):
+        with pytest.raises(ValueError, match=match): generate('mpath', 1, **kw)
+    for kw, match in (({'examples': 0}, 'examples'), ({'examples': 2.5}, 'examples'), ({'rule': 'colour'}, 'rule'),
+                      ({'max_shared': 0}, 'max_shared')):
+        with pytest.raises(ValueError, match=match): generate('csort', 1, **kw)
+    from iclr25_nb.space import PerseverativeAgent
+    with pytest.raises(ValueError, match='attribute'): PerseverativeAgent(attribute='colour')
