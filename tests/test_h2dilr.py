@@ -175,3 +175,69 @@ def test_subject_sweep_trains_on_the_first_k_subjects_only():
     assert sw == H.subject_sweep(c, 0, data, ks=(1, 2))                  # seeded: the same numbers again
     for bad in ((), (0,), (4,)):
         with pytest.raises(ValueError, match='ks must lie'): H.subject_sweep(c, 0, data, ks=bad)
+
+
+def _ema_vq(decay=0.5):
+    vq = H.VectorQuantizer(3, 2, ema=True, decay=decay); vq.train()
+    with torch.no_grad(): vq.codebook.copy_(torch.tensor([[0.0, 0.0], [5.0, 5.0], [-5.0, 5.0]]))
+    vq.initialised.fill_(True); vq._reset_ema()
+    return vq
+
+
+def test_ema_moves_codes_toward_their_assigned_means():
+    torch.manual_seed(0)
+    vq = _ema_vq()
+    near0 = torch.tensor([1.0, -1.0]) + 0.1 * torch.randn(20, 2)        # all nearest to code 0
+    near1 = torch.tensor([4.0, 6.0]) + 0.1 * torch.randn(10, 2)         # all nearest to code 1; code 2 unused
+    z = torch.cat([near0, near1]).requires_grad_(True)
+    before = vq.codebook.detach().clone()
+    _, codes, loss, _ = vq(z)
+    assert codes.tolist() == [0] * 20 + [1] * 10
+    after = vq.codebook.detach()
+    for k, pts in ((0, near0), (1, near1)):
+        mean = pts.mean(0)
+        assert torch.norm(after[k] - mean) < 0.5 * torch.norm(before[k] - mean)      # moved most of the way
+        n = len(pts)                                                     # closed form: weights decay vs (1-decay) n
+        expected = (0.5 * before[k] + 0.5 * pts.sum(0)) / (0.5 + 0.5 * n)
+        assert torch.allclose(after[k], expected, atol=1e-3)
+    assert torch.allclose(after[2], before[2], atol=1e-3)                # an unused code keeps its place
+    loss.backward()
+    assert vq.codebook.grad is None                                      # codes move by averaging, not by gradient
+    assert torch.allclose(loss, 0.25 * torch.nn.functional.mse_loss(z, before[codes]))   # commitment term only
+    for _ in range(40): vq(z.detach())
+    assert torch.allclose(vq.codebook.detach()[0], near0.mean(0), atol=1e-3)           # converges to the mean
+    assert torch.allclose(vq.codebook.detach()[1], near1.mean(0), atol=1e-3)
+
+
+def test_ema_codes_stay_put_when_frozen_or_in_eval():
+    vq = _ema_vq(); z = torch.tensor([[1.0, -1.0]] * 4)
+    before = vq.codebook.detach().clone()
+    vq.eval(); vq(z)
+    assert torch.equal(vq.codebook.detach(), before)
+    vq.train(); vq.codebook.requires_grad_(False); vq(z)
+    assert torch.equal(vq.codebook.detach(), before)
+    vq.codebook.requires_grad_(True); vq(z)
+    assert not torch.equal(vq.codebook.detach(), before)                 # the control: training moves it
+    with pytest.raises(ValueError, match='decay'): H.VectorQuantizer(4, 2, ema=True, decay=1.0)
+
+
+def test_ema_union_routing_updates_only_the_codebook_a_token_went_to():
+    torch.manual_seed(0)
+    dc = H.DualCodebook(4, 4, n_subjects=2, D=2, routing='union', ema=True); dc.train()
+    dc(torch.randn(8, 3, 2), m=0)                                        # data-dependent initialisation
+    S, P0, P1 = (q.codebook.detach().clone() for q in (dc.shared, dc.privates[0], dc.privates[1]))
+    out = dc(torch.randn(8, 3, 2) * 3, m=0)
+    moved = lambda q, old: (q.codebook.detach() - old).norm(dim=1) > 1e-3
+    used_s = H.code_usage(out['shared_codes'], 4) > 0; used_p = H.code_usage(out['private_codes'], 4) > 0
+    assert torch.equal(moved(dc.shared, S), used_s) and torch.equal(moved(dc.privates[0], P0), used_p)
+    assert torch.equal(dc.privates[1].codebook.detach(), P1)            # another subject's codebook is untouched
+
+
+def test_per_subject_calibration_responds_to_snr_and_matches_reproduce_setup():
+    kw = dict(steps=8, stage1_steps=4, n_subjects=2, n_syllables=4, channels=(6, 8), n_time=32, D=4, batch=16,
+              eval_every=2)
+    hi = H.per_subject_calibration(seeds=(0,), snr=(50.0, 50.0), resp_frac=(0.5, 0.5), **kw)
+    lo = H.per_subject_calibration(seeds=(0,), snr=(0.01, 0.01), resp_frac=(0.5, 0.5), **kw)
+    assert set(hi) == {0} and len(hi[0]['per_subject']) == 2 and len(hi[0]['raw_probe']) == 2
+    assert np.mean(hi[0]['raw_probe']) >= np.mean(lo[0]['raw_probe']) + 0.3   # the SNR knob sets how hard it is
+    assert hi == H.per_subject_calibration(seeds=(0,), snr=(50.0, 50.0), resp_frac=(0.5, 0.5), **kw)   # seeded
