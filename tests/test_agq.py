@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from iclr25_nb import agq
 
@@ -160,6 +161,46 @@ def test_loss_finite_and_matches_queries():
                                                                      len(np.unique(agq.erode_labels(labels))) - 1)
     terms['loss'].backward()
     assert model.backbone.enc[0].conv1.weight.grad.abs().sum() > 0
+
+
+def test_dice_ignores_void_voxels():
+    """Regression: the Dice loss's void mask was a no-op (its weight was 1 everywhere). Voxels no GT neuron covers
+    wholly (membranes, borders) must not move the Dice term; voxels inside a neuron must."""
+    torch.manual_seed(0)
+    lab = np.zeros((2, 8, 8), np.int64); lab[:, :, :3] = 1; lab[:, :, 5:] = 2        # columns 3-4: membrane (void)
+    out = {'stages': [torch.randn(4, 2, 8, 8)], 'E': F.normalize(torch.randn(4, 2, 8, 8), dim=0),
+           'aff': torch.randn(3, 2, 8, 8)}
+    loss = agq.AGQLoss(samples=16)
+    base = loss(out, torch.as_tensor(lab))['dice']
+    void = dict(out, stages=[out['stages'][0].clone()]); void['stages'][0][1:, :, :, 3:5] += 5 * torch.randn(3, 2, 8, 2)
+    inside = dict(out, stages=[out['stages'][0].clone()]); inside['stages'][0][1:, :, :, :2] += 5 * torch.randn(3, 2, 8, 2)
+    assert loss(void, torch.as_tensor(lab))['dice'] == pytest.approx(base, abs=1e-6)
+    assert abs(loss(inside, torch.as_tensor(lab))['dice'] - base) > 1e-3
+
+
+def _own_region_share(align: bool, seed: int) -> float:
+    "Untrained model: the share of each neuron's voxels won (among the pooled queries) by the query pooled there."
+    raw, lab, _ = agq.make_em_volume((4, 48, 48), seed=3)
+    torch.manual_seed(seed)
+    m = agq.AGQ(align_kernels=align).eval()
+    with torch.no_grad():
+        f = m.neck(m.backbone(torch.as_tensor(agq.normalise(raw))[None, None]))
+        G = m.instance(f); E = F.normalize(m.embedding(G), dim=1)[0]; G = G[0]
+        half = agq.erode_labels(lab)[:, ::2, ::2]
+        masks = torch.as_tensor(np.stack([half == i for i in np.unique(half) if i and (half == i).sum() > 8])).float()
+        q = agq.masked_average_pool(G.flatten(1), masks.flatten(1))
+        win = m.decoder.init(q, E)[1:].flatten(1).argmax(0)
+    return float(np.mean([(win[mk.flatten() > 0] == i).float().mean().item() for i, mk in enumerate(masks)]))
+
+
+def test_pooled_query_starts_on_its_region():
+    "Regression: the pooled (affinity-guided) queries' initial masks were unrelated to their seeds (chance level, "
+    "1/21 here) until the kernel projections started at the embedding projection."
+    aligned = np.mean([_own_region_share(True, s) for s in (0, 1)])
+    unaligned = np.mean([_own_region_share(False, s) for s in (0, 1)])
+    assert aligned > 0.2 and aligned > 3 * unaligned, (aligned, unaligned)
+    m = agq.AGQ()
+    torch.testing.assert_close(m.decoder.init.kernel.weight, m.embedding.weight[:, :, 0, 0, 0])
 
 
 # ---- stitching and baselines
