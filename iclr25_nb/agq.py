@@ -1192,7 +1192,7 @@ def voi_curve_figure(curves: dict, title: str = 'validation VOI while training')
                                  line=dict(dash='dot')))
     return figure(*traces, title=title, xaxis_title='step', yaxis_title='VOI (bits)')
 
-# %% ../nbs/20_agq.ipynb #104c9c06
+# %% ../nbs/20_agq.ipynb #ebf10d05
 STAGE_NAMES = ('initial', 'iteration 1', 'iteration 2', 'iteration 3', 'iteration 4')
 
 
@@ -1206,7 +1206,7 @@ def explorer_render(snap: dict, history: list, z: int = 0, stage: int = -1) -> d
     panel = slice_figure(snap['raw'][z], {'GT': snap['gt'][z], 'affinity (xy)': snap['aff'][z],
                                           f"seeds ({snap['n_agq']})": snap['seeds'][z], f'masks: {name}':
                                           snap['stages'][s][z]},
-                         f"step {snap['step']}, z = {z}: raw, GT, affinity, AGQ seeds, argmax of the masks")
+                         f"held-out block, step {snap['step']}, z = {z}")
     stages = figure(go.Bar(x=[STAGE_NAMES[i] if i < len(STAGE_NAMES) else str(i) for i in range(n)],
                            y=snap['stage_voi']), title='VOI per decoder stage (held-out block)',
                     xaxis_title='decoder stage', yaxis_title='VOI (bits)')
@@ -1231,6 +1231,7 @@ def explorer(autostart: bool = False, **config):
                                                    value=-1)}
     return LiveView(lambda **kw: AGQExperiment(base.replace(**variant_config(kw['queries'], False)), seed=0),
                     explorer_render, controls, None, view_controls, autostart=autostart, ncols=2,
+                    wide=('slice',),       # five square panels side by side: a grid cell leaves them ~50 px wide
                     title='AGQ: affinity-guided queries for EM neuron segmentation',
                     description='Each step is one Adam step on a synthetic EM block. The slice panel shows a held-out '
                                 'block: raw, ground truth, the predicted xy affinity, the connected components that '

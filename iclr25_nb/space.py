@@ -1661,7 +1661,7 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #c647129a
+# %% ../nbs/22_space.ipynb #d38d37dc
 ORACLE_MIN = 99.99          # oracle accuracy / success (%), every task and presentation (seeds 0-2: 100, 100, 100)
 LEARNED_MIN = 80.0          # PTTNet test accuracy (%) after the quick stream (seeds 0-2: 100, 100, 99.3)
 RANDOM_Z_MAX = 3.5          # max |z| of the random agent against chance (seeds 0-2: 1.81, 2.72, 2.26)
@@ -1844,12 +1844,17 @@ def scores_figure(table: dict, title: str = 'score per task and agent'):
     tasks = list(TASKS) + ['mrt:other', 'mct:open', 'mpath:open', 'csort:fixed', 'csort:near']   # fixed traces
     agents = ALL_AGENTS + tuple(sorted({a for d in table.values() for a in d if not a.endswith(' spl')} -
                                        set(ALL_AGENTS)))
-    traces = [go.Bar(x=tasks, y=[table.get(t, {}).get(a) for t in tasks], name=a) for a in agents]
+    import plotly.colors as pc
+    hues = pc.qualitative.Dark24          # 15 agents: plotly's 10 default colours would repeat (random = location memory)
+    traces = [go.Bar(x=tasks, y=[table.get(t, {}).get(a) for t in tasks], name=a, marker_color=hues[i % len(hues)])
+              for i, a in enumerate(agents)]
     traces.append(go.Scatter(x=[t for t in tasks if t in QA_TASKS], y=[chance_level(t) for t in tasks if t in QA_TASKS],
                              mode='markers', marker=dict(symbol='line-ew-open', size=18, color='black'),
                              name='chance'))
+    # 22 task columns: vertical names never run into each other; the legend (15 entries) in rows above the plot
     return figure(*traces, title=title, xaxis_title='task', yaxis_title='accuracy / success (%)', barmode='group',
-                  legend=dict(y=-0.42), margin=dict(b=40), xaxis_tickangle=30)   # below the slanted task names
+                  legend=dict(orientation='h', x=0, y=1.02, yanchor='bottom', font=dict(size=10)),
+                  margin=dict(t=100), xaxis_tickangle=-90)
 
 
 def learning_figure(history: list, title: str = 'PTTNet on perspective taking'):
