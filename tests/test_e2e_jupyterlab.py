@@ -23,8 +23,9 @@ PAPERS = [p.name for p in implemented_papers()]
 # '_guiEditing')" now and then; `panel_env.viewport_guard` makes the explorers' panes ignore such changes (each case
 # prints how many it ignored). BokehJS logged "s is not iterable at _apply_json_patch" and "Expected binary fragment
 # but received text fragment" now and then under load: a click handled in a kernel subshell thread sent a patch
-# while the main thread's redraw sent another, and their fragments interleaved; `panel_env.serialize_notebook_sends`
-# sends one message at a time. No console error is filtered any more.
+# while the main thread's redraw sent another, and their fragments interleaved (or, with only sends locked, arrived
+# out of order: "reference … isn't known"); `panel_env.serialize_notebook_pushes` diffs and sends one patch at a
+# time. No console error is filtered any more.
 KNOWN_PANEL_BUGS: tuple = ()   # console errors left to an upstream fix: none
 # Papers whose explorer does not yet answer Pause within 10 s inside JupyterLab (it does on `iclr25 serve`); empty
 # since neural_fdm stopped resending unchanged 3D scenes (NaN gaps made Panel see every redraw as a change).
