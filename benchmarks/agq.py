@@ -5,8 +5,8 @@ eroded labels, blurred and with noise (so watershed has fragments to merge).
 1. Watershed + agglomeration: waterz (zwatershed + `OneMinus<MeanAffinity>`, threshold 0.5; the paper's baselines) vs
    our scikit-image fallback (seeded watershed + one-pass mean-affinity merge); agreement = VOI between the two.
 2. AGQ's post-processing on the same affinities (connected components of the thresholded mean affinity = the seeds,
-   plus the stitching merge of `stitch_blocks`) vs waterz: the stage the paper removes (agreement: VOI to the GT of
-   the seeds is not comparable, so none).
+   plus `stitch_blocks`, waterz agglomeration of those segments across block borders) vs waterz: the stage the paper
+   removes (agreement: VOI to the GT of the seeds is not comparable, so none).
 3. VOI and ARAND: ours (one sparse contingency table) vs `skimage.metrics`; agreement = max |difference|.
 
 Run: python benchmarks/agq.py [--quick]   (--quick: the two smaller sizes)

@@ -1042,7 +1042,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/13_h2dilr.ipynb #2ea2e4de
+# %% ../nbs/13_h2dilr.ipynb #7d024ab2
 def explorer_render(snap: dict, history: list[dict], colour: str = 'tone') -> dict:
     "The explorer's figures from a snapshot: code usage per subject, 2-D PCA of the codes, accuracy per subject, curves"
     import plotly.graph_objects as go
@@ -1074,18 +1074,20 @@ def explorer_render(snap: dict, history: list[dict], colour: str = 'tone') -> di
 
 def explorer(autostart: bool = False, **config):
     """Live H2DiLR beside the per-subject paradigm: code usage per subject, the shared and private codes in 2-D
-    coloured by tone or subject, accuracy per subject. Private codebooks on/off and adv_weight start a new run;
-    the colouring only redraws. `config`: other `H2DiLRConfig` fields."""
+    coloured by tone or subject, accuracy per subject. Private codebooks on/off, adv_weight and EMA codebook updates
+    start a new run; the colouring only redraws. `config`: other `H2DiLRConfig` fields."""
     from iclr25_nb.live import LiveView, panel
     pn = panel()
     base = H2DiLRConfig.quick(**config)
     controls = {'private': pn.widgets.Checkbox(label='private codebooks (new run)', value=base.private),
                 'adv_weight': pn.widgets.FloatSlider(label='adversarial weight (new run)', start=0.0, end=1.0,
-                                                     step=0.05, value=base.adv_weight)}
+                                                     step=0.05, value=base.adv_weight),
+                'ema': pn.widgets.Checkbox(label='EMA codebook updates (new run)', value=base.ema)}
     view_controls = {'colour': pn.widgets.Select(label='colour codes by', options=['tone', 'subject'], value='tone')}
     return LiveView(lambda **kw: H2DiLRExperiment(base.replace(**kw), seed=0), explorer_render, controls, None,
                     view_controls, title='H2DiLR: shared and private codes while training',
                     description='Stage 1 (self-supervised VQ) then stage 2 (transformer on the frozen shared codes); '
-                                'the per-subject decoders train alongside. Private codebooks and the adversarial '
-                                'weight apply to a **New run**; the colouring redraws at once.',
+                                'the per-subject decoders train alongside. Private codebooks, the adversarial '
+                                'weight and EMA codebook updates apply to a **New run**; the colouring redraws at '
+                                'once.',
                     autostart=autostart)

@@ -14,12 +14,12 @@ __all__ = ['log', 'PAPER', 'QA_TASKS', 'NAV_TASKS', 'GAME_TASKS', 'TASKS', 'PRES
            'path_actions', 'local_view', 'piece_canonical', 'form_board_matches', 'manhattan', 'path_lengths',
            'draw_card', 'consistent_rules', 'make_world', 'textmap', 'walkthrough', 'generate', 'parse_json_answer',
            'qa_accuracy', 'path_efficiency', 'GridNav', 'CSWMGame', 'solve', 'Agent', 'RandomAgent',
-           'CSWMLocationAgent', 'CSWMIdAgent', 'OracleAgent', 'shape_signature', 'SignatureAgent', 'AllocentricAgent',
-           'ManhattanAgent', 'PerseverativeAgent', 'NearestExampleAgent', 'GreedyAgent', 'ReplayAgent',
-           'map_from_walkthrough', 'MapAgent', 'PTTNet', 'ptt_features', 'ptt_targets', 'LearnedPTTAgent',
-           'png_data_url', 'CallableAgent', 'llama_cpp_client', 'LikelihoodAgent', 'run_episode', 'score', 'evaluate',
-           'make_agent', 'open_arena', 'SpaceConfig', 'SpaceExperiment', 'scores_figure', 'learning_figure',
-           'reproduce', 'maze_figure', 'explorer_render', 'explorer']
+           'CSWMLocationAgent', 'CSWMIdAgent', 'OracleAgent', 'shape_signature', 'HeuristicAgent', 'SignatureAgent',
+           'AllocentricAgent', 'ManhattanAgent', 'PerseverativeAgent', 'NearestExampleAgent', 'GreedyAgent',
+           'ReplayAgent', 'map_from_walkthrough', 'MapAgent', 'PTTNet', 'ptt_features', 'ptt_targets',
+           'LearnedPTTAgent', 'png_data_url', 'CallableAgent', 'llama_cpp_client', 'LikelihoodAgent', 'run_episode',
+           'score', 'evaluate', 'make_agent', 'open_arena', 'SpaceConfig', 'SpaceExperiment', 'scores_figure',
+           'learning_figure', 'reproduce', 'maze_figure', 'explorer_render', 'explorer']
 
 # %% ../nbs/22_space.ipynb #4c3f86b9
 import base64
@@ -1204,7 +1204,7 @@ class OracleAgent(Agent):
         if self.item.task == 'cswm': return self.memory.act(obs)
         return _reply(self.plan.pop(0) if self.plan else 'stop', 'action')
 
-# %% ../nbs/22_space.ipynb #fefd83fe
+# %% ../nbs/22_space.ipynb #55453fe3
 def shape_signature(coords) -> tuple:
     "Sorted squared pairwise distances of a cube set: invariant to rotation, translation AND reflection."
     c = np.asarray(coords)
@@ -1212,65 +1212,65 @@ def shape_signature(coords) -> tuple:
     return tuple(sorted(d[np.triu_indices(len(c), 1)].tolist()))
 
 
-class SignatureAgent(Agent):
-    "MRT by shape signature: picks an option whose signature matches the reference's (ties at random)."
-    name = 'shape signature'
+class HeuristicAgent(Agent):
+    "A question heuristic for the `tasks` it knows (`solve_item`), a random option on every other task."
+    tasks: tuple = ()
     def __init__(self, seed: int = 0): self.rng = np.random.default_rng(seed)
     def answer(self, item):
-        if item.task != 'mrt': return _reply(int(self.rng.integers(len(item.options))))
+        if item.task not in self.tasks: return _reply(int(self.rng.integers(len(item.options))))
+        return _reply(int(self.solve_item(item)))
+    def solve_item(self, item: Item) -> int: raise NotImplementedError
+
+
+class SignatureAgent(HeuristicAgent):
+    "MRT by shape signature: picks an option whose signature matches the reference's (ties at random)."
+    name, tasks = 'shape signature', ('mrt',)
+    def solve_item(self, item):
         ref = shape_signature(item.meta['reference'])
         match = [i for i, o in enumerate(item.options) if shape_signature(o) == ref] or list(range(len(item.options)))
-        return _reply(int(self.rng.choice(match)))
+        return self.rng.choice(match)
 
 
-class AllocentricAgent(Agent):
+class AllocentricAgent(HeuristicAgent):
     "Perspective / direction questions answered with the world bearing of the target (ignores the imagined heading)."
-    name = 'allocentric'
-    def __init__(self, seed: int = 0): self.rng = np.random.default_rng(seed)
-    def answer(self, item):
+    name, tasks = 'allocentric', ('ptt', 'dir')
+    def solve_item(self, item):
         m = item.meta
         if item.task == 'ptt':
             p = np.array(m['points']); at, target = p[m['at']], p[m['target']]
-        elif item.task == 'dir':
+        else:
             lm = m['landmarks']; at, target = ((lm[n][1], -lm[n][0]) for n in (m['query'][0], m['query'][2]))
-        else: return _reply(int(self.rng.integers(len(item.options))))
         bearing = math.degrees(math.atan2(target[1] - at[1], target[0] - at[0]))   # from the east, not the heading
-        return _reply(_nearest(item.options, bearing, circular=True))
+        return _nearest(item.options, bearing, circular=True)
 
 
-class ManhattanAgent(Agent):
+class ManhattanAgent(HeuristicAgent):
     "Minimum path by the wall-blind (Manhattan) distance from A to B: the option nearest it (walls ignored)."
-    name = 'manhattan'
-    def __init__(self, seed: int = 0): self.rng = np.random.default_rng(seed)
-    def answer(self, item):
-        if item.task != 'mpath': return _reply(int(self.rng.integers(len(item.options))))
-        return _reply(_nearest(item.options, manhattan(item.meta['a'], item.meta['b'])))
+    name, tasks = 'manhattan', ('mpath',)
+    def solve_item(self, item): return _nearest(item.options, manhattan(item.meta['a'], item.meta['b']))
 
 
-class PerseverativeAgent(Agent):
+class PerseverativeAgent(HeuristicAgent):
     """Card sorting by one fixed attribute (default the position), whatever the examples show: the perseverative
     error of the Wisconsin test."""
-    name = 'perseverative'
+    name, tasks = 'perseverative', ('csort',)
     def __init__(self, seed: int = 0, attribute: str = 'position'):
         if attribute not in CARD_ATTRIBUTES: raise ValueError(f"attribute must be one of {list(CARD_ATTRIBUTES)}")
-        self.rng, self.attribute = np.random.default_rng(seed), list(CARD_ATTRIBUTES).index(attribute)
-    def answer(self, item):
-        if item.task != 'csort': return _reply(int(self.rng.integers(len(item.options))))
+        super().__init__(seed); self.attribute = list(CARD_ATTRIBUTES).index(attribute)
+    def solve_item(self, item):
         a, card = self.attribute, item.meta['card']
-        return _reply(next(k for k, key in enumerate(item.meta['keys']) if key[a] == card[a]))
+        return next(k for k, key in enumerate(item.meta['keys']) if key[a] == card[a])
 
 
-class NearestExampleAgent(Agent):
+class NearestExampleAgent(HeuristicAgent):
     """Card sorting by similarity, no rule: the pile of the example card that shares the most attribute values with
     the new card (ties at random)."""
-    name = 'nearest example'
-    def __init__(self, seed: int = 0): self.rng = np.random.default_rng(seed)
-    def answer(self, item):
-        if item.task != 'csort': return _reply(int(self.rng.integers(len(item.options))))
+    name, tasks = 'nearest example', ('csort',)
+    def solve_item(self, item):
         m = item.meta
         shared = np.array([sum(x == y for x, y in zip(e, m['card'])) for e in m['examples']])
         best = np.flatnonzero(shared == shared.max())
-        return _reply(int(m['piles'][int(self.rng.choice(best))]))
+        return m['piles'][int(self.rng.choice(best))]
 
 
 class GreedyAgent(Agent):

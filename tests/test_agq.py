@@ -12,6 +12,11 @@ def volume():
     return agq.make_em_volume((6, 32, 32), seed=3)
 
 
+def _has(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
 def _relabel(labels, seed=0):
     ids = np.unique(labels)
     perm = np.random.default_rng(seed).permutation(ids[ids != 0])
@@ -205,7 +210,9 @@ def test_pooled_query_starts_on_its_region():
 
 # ---- stitching and baselines
 
-def test_stitch_joins_segments_split_across_blocks(volume):
+@pytest.mark.parametrize('method', ['union', 'waterz'])
+def test_stitch_joins_segments_split_across_blocks(volume, method):
+    if method == 'waterz' and not _has('waterz'): pytest.skip('waterz not installed')
     _, labels, _ = volume
     block = (3, 16, 16)
     split = np.zeros_like(labels); offset = 0
@@ -215,8 +222,55 @@ def test_stitch_joins_segments_split_across_blocks(volume):
                 sl = (slice(z, z + 3), slice(y, y + 16), slice(x, x + 16))
                 piece = agq.relabel_connected(labels[sl]); split[sl] = piece + offset; offset += piece.max()
     assert agq.voi(labels, split)[0] > 0.1                                    # the blocks split neurons
-    stitched = agq.stitch_blocks(split, agq.seg_to_affinity(labels), block)
+    stitched = agq.stitch_blocks(split, agq.seg_to_affinity(labels), block, method=method)
     assert sum(agq.voi(labels, stitched)) < 1e-9
+
+
+def _two_blocks():
+    "Two neurons A | B in two z-blocks; in the upper block A is narrower, so A's lower piece also touches B's upper."
+    lab = np.zeros((4, 4, 8), np.int64)
+    lab[:2, :, :4], lab[:2, :, 4:], lab[2:, :, :2], lab[2:, :, 2:] = 1, 2, 3, 4
+    aff = agq.seg_to_affinity(lab)                        # 1 inside a piece, 0 between pieces
+    aff[0, 2] = 1.0                                       # border plane z = 2: the model says 'continues' everywhere,
+    aff[0, 2, :, 2:4] = 0.9                               # a little less where A's lower piece meets B's upper one
+    return lab, aff
+
+
+def test_waterz_stitch_does_not_chain_merges():
+    "The reason the paper stitches with waterz: union-find chains A-A', A-B' (a border error) into one segment; the "
+    "hierarchical mean affinity counts the A'-B' edges inside the upper block against the second merge."
+    lab, aff = _two_blocks()
+    union = agq.stitch_blocks(lab, aff, (2, 4, 8), 0.5, method='union')
+    assert len(np.unique(union)) == 1
+    if not _has('waterz'): pytest.skip('waterz not installed')
+    wz = agq.stitch_blocks(lab, aff, (2, 4, 8), 0.5, method='waterz')
+    a, b = wz[lab == 1][0], wz[lab == 2][0]
+    assert a != b and (wz[lab == 3] == a).all() and (wz[lab == 4] == b).all() and (wz[lab == 1] == a).all()
+
+
+def test_segment_labels_every_voxel():
+    "Regression: the last plane along each axis belonged to no block (label 0, one segment across the volume)."
+    raw, _, _ = agq.make_em_volume((6, 40, 40), seed=1)
+    torch.manual_seed(0)
+    model = agq.AGQ()
+    seg = agq.segment(raw, model, (4, 24, 24), min_area=0, stitch_threshold=2.0)       # 2 x 2 x 2 blocks, padded
+    assert seg.shape == raw.shape and (seg > 0).all()
+    res = agq.segment(raw, model, (4, 24, 24), min_area=0, stitch_threshold=0.6, details=True)
+    assert [list(b) for b in res['borders']] == [[3], [23], [23]]                        # inside the volume only
+    again = agq.stitch_blocks(res['fragments'], res['aff'], None, 0.6, planes=res['borders'])
+    np.testing.assert_array_equal(again, res['labels'])                                 # restitching is cheap and exact
+
+
+@pytest.mark.skipif(not _has('waterz'), reason='waterz not installed')
+def test_watershed_thresholds_keep_their_order(volume):
+    "Regression: waterz yields its segmentations in increasing score threshold, whatever order they were asked in."
+    _, labels, _ = volume
+    aff = np.clip(agq.seg_to_affinity(agq.erode_labels(labels)) + np.random.default_rng(0).normal(0, 0.3, (3,) +
+                  labels.shape), 0, 1).astype(np.float32)
+    both = agq.watershed_agglomerate(aff, [0.3, 0.9])
+    for t, seg in zip([0.3, 0.9], both):
+        np.testing.assert_array_equal(seg, agq.watershed_agglomerate(aff, [t])[0])
+    assert len(np.unique(both[0])) < len(np.unique(both[1]))       # a lower affinity threshold merges more
 
 
 def test_watershed_baselines_on_gt_affinity(volume):
@@ -229,11 +283,6 @@ def test_watershed_baselines_on_gt_affinity(volume):
         assert sum(agq.voi(labels, wz)) < 1e-9                                # exact on dense GT affinities
         wz = agq.watershed_agglomerate(aff, [0.5], method='waterz')[0]
         assert wz.shape == labels.shape and wz.max() == labels.max()          # eroded: membrane voxels shared out
-
-
-def _has(name):
-    import importlib.util
-    return importlib.util.find_spec(name) is not None
 
 
 # ---- bad input

@@ -71,11 +71,7 @@ def _check_claims(report, ablate: bool):
 # expects that (strict: if the claims start to hold, the entry must go).
 NOT_REPRODUCED = {'h2dilr': 'H2DiLR (0.29 over seeds 0-2, generator calibrated by the per-subject decoders alone) stays '
                             'below per-subject decoders (0.49) and the all-shared model (0.35); shared codes still '
-                            'identify the subject (see the notebook\'s diagnosis)',
-                  'agq': 'the headline holds since the kernel projections start at the embedding projection (our '
-                         'choice, made after the failure: see the notebook\'s diagnosis; block VOI ratios 0.57-0.70 '
-                         'over seeds 0-2), but post-processing / waterz time misses 0.5 (0.54-0.61; millisecond '
-                         'timings on a small volume that move with machine load)'}
+                            'identify the subject (see the notebook\'s diagnosis)'}
 
 
 @pytest.mark.slow

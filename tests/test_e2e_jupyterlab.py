@@ -37,6 +37,10 @@ STEP = re.compile(r'\b(idle|running|paused|stopped|done|error)\b(?::[^Â·]*)?\s*Â
 def lab(tmp_path_factory):
     "(base URL, root folder) of one JupyterLab 4 server, token off, on 127.0.0.1."
     root = tmp_path_factory.mktemp('jlab')
+    settings = tmp_path_factory.mktemp('jlab-settings')        # no "receive Jupyter news?" toast in the screenshots
+    note = settings / '@jupyterlab' / 'apputils-extension' / 'notification.jupyterlab-settings'
+    note.parent.mkdir(parents=True)
+    note.write_text(json.dumps({'fetchNews': 'false', 'checkForUpdates': False}))
     port = free_port()
     cmd = [sys.executable, '-m', 'jupyterlab', '--no-browser', '--allow-root', '--ServerApp.token=',
            '--ServerApp.password=', '--ServerApp.ip=127.0.0.1', f'--port={port}', f'--ServerApp.root_dir={root}',
@@ -44,7 +48,8 @@ def lab(tmp_path_factory):
            '--KernelManager.autorestart=False',             # a kernel killed between cases stays dead
            '--ServerApp.disable_check_xsrf=True',           # the API's DELETE calls below carry no xsrf cookie
            '--LabApp.expose_app_in_browser=True']           # window.jupyterapp: Run All reads the cells' state
-    with server(cmd, f'http://127.0.0.1:{port}/api', cwd=root, timeout=120) as (proc, startup):
+    env = {'JUPYTERLAB_SETTINGS_DIR': str(settings), 'JUPYTERLAB_WORKSPACES_DIR': str(settings / 'workspaces')}
+    with server(cmd, f'http://127.0.0.1:{port}/api', cwd=root, env=env, timeout=120) as (proc, startup):
         print(f"JupyterLab answered after {startup:.1f} s; its log: {proc.log}")
         yield f'http://127.0.0.1:{port}', root, proc
 
