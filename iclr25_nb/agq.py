@@ -1181,7 +1181,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/20_agq.ipynb #3d8ee13b
+# %% ../nbs/20_agq.ipynb #6a12cac5
 def _label_colours(lab: np.ndarray) -> np.ndarray:
     "Labels mapped to a scrambled 0..1 colour index (0 stays 0) so neighbouring ids get distinct colours."
     lab = np.asarray(lab)
@@ -1202,6 +1202,9 @@ def slice_figure(raw: np.ndarray, labels: dict, title: str = 'slice'):
         fig.add_trace(go.Heatmap(z=z, colorscale=scale, showscale=False, zmin=0, zmax=1), 1, i + 2)
     fig.update_xaxes(showticklabels=False); fig.update_yaxes(showticklabels=False, autorange='reversed')
     fig.update_xaxes(title_text='x', row=1, col=1); fig.update_yaxes(title_text='y', row=1, col=1)
+    for i in range(len(names)):                                   # square pixels: a panel keeps the slice's aspect
+        fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", constrain='domain', row=1, col=i + 1)
+        fig.update_xaxes(constrain='domain', row=1, col=i + 1)
     return style(fig, title=title)
 
 

@@ -74,7 +74,7 @@ def figure(*data, title: str | None = None, xaxis_title: str | None = None, yaxi
     "A plotly figure of the traces `data` in the `iclr25` template, with its title and axis titles."
     return style(go.Figure(list(data)), title, xaxis_title, yaxis_title, height, **layout)
 
-# %% ../nbs/01_live.ipynb #65ddb9fa
+# %% ../nbs/01_live.ipynb #a56e0502
 def history_series(history: list[dict], key: str, max_points: int = 500) -> tuple[list, list]:
     """Steps and values of metric `key` from a trainer history, thinned to at most `max_points` (about one a pixel
     of a figure's width: every redraw of a live view sends the whole figure to the browser, so a long run's curves
@@ -115,7 +115,9 @@ def curves_figure(history: list[dict], keys: list[str], title: str = '', log_y: 
         fig.update_layout(yaxis_type='log')
         ys = np.array([v for k in primary for v in history_series(history, k)[1]], dtype=float)
         ys = ys[np.isfinite(ys) & (ys > 0)]
-        if len(ys) and ys.max() / ys.min() >= 30: fig.update_yaxes(dtick=1)   # decades only: 2 … 9 labels crowd
+        span = ys.max() / ys.min() if len(ys) else 1.0
+        if span >= 30: fig.update_yaxes(dtick=1)              # decades only: 2 … 9 labels crowd
+        elif span >= 3: fig.update_yaxes(dtick='D2')          # 1, 2, 5 per decade (plotly's default labels 2 … 9)
     return fig
 
 # %% ../nbs/01_live.ipynb #2577b2f7
