@@ -56,7 +56,7 @@ def _peer(name: str):
     except ImportError as e:
         raise ImportError(f"{name} is needed here: pip install 'iclr25_nb[peers]'") from e
 
-# %% ../nbs/20_agq.ipynb #2d0678f2
+# %% ../nbs/20_agq.ipynb #dc339efd
 def seg_to_affinity(labels, offsets=None) -> np.ndarray:
     """Affinities of a label volume, `(len(offsets), *labels.shape)` float32: $A_a(v) = 1$ iff
     $\\ell(v) = \\ell(v - e_a) \\neq 0$; the first slice along each offset is 0."""
@@ -88,10 +88,10 @@ def erode_labels(labels, erosion: int = 1) -> np.ndarray:
     return labels
 
 
-def _edge_components(joined) -> np.ndarray:
+def _edge_components(joined) -> tuple[np.ndarray, np.ndarray]:
     """Connected components of the voxel grid whose edges are `joined` (ndim, *spatial) bool: `joined[a][v]` joins
-    v to its neighbour v - e_a. -> component ids (*spatial), numbered by each component's first voxel in raster
-    order."""
+    v to its neighbour v - e_a. -> (component ids (*spatial), numbered by each component's first voxel in raster
+    order; the raster index of each component's first voxel)."""
     spatial = joined.shape[1:]
     idx = np.arange(int(np.prod(spatial))).reshape(spatial)
     rows, cols = [], []
@@ -104,21 +104,21 @@ def _edge_components(joined) -> np.ndarray:
     g = sp.coo_matrix((np.ones(len(r), np.int8), (r, c)), (idx.size, idx.size))
     _, comp = sp.csgraph.connected_components(g, directed=False)
     _, first, inv = np.unique(comp, return_index=True, return_inverse=True)
-    return np.argsort(np.argsort(first))[inv.ravel()].reshape(spatial)
+    order = np.argsort(first)
+    return np.argsort(order)[inv.ravel()].reshape(spatial), first[order]
 
 
 def relabel_connected(labels) -> np.ndarray:
     """Give every 6-connected piece of every non-zero label its own id, 1..K (0 stays 0): the pieces of label a
     before those of label b > a, each label's pieces in raster order of their first voxel."""
     labels = np.asarray(labels)
-    comp = _edge_components(seg_to_affinity(labels) > 0).ravel()
-    _, first, inv = np.unique(comp, return_index=True, return_inverse=True)
+    comp, first = _edge_components(seg_to_affinity(labels) > 0)
     value = labels.ravel()[first]
     order = np.lexsort((first, value))                       # by label, then by first voxel
     new = np.zeros(len(first), np.int64)
     fg = order[value[order] != 0]
     new[fg] = np.arange(1, len(fg) + 1)
-    return new[inv.ravel()].reshape(labels.shape)
+    return new[comp]
 
 # %% ../nbs/20_agq.ipynb #e39f08de
 def _neurite_centres(n, depth, size, anisotropy, rng):
@@ -179,7 +179,7 @@ def normalise(raw: np.ndarray) -> np.ndarray:
     "The data normalisation of the paper: (x - 0.5) / 0.5."
     return ((raw - 0.5) / 0.5).astype(np.float32)
 
-# %% ../nbs/20_agq.ipynb #e8f32744
+# %% ../nbs/20_agq.ipynb #faba04a6
 def affinity_to_cc(aff, thresh='mean', min_area: int = 0, mode: str = 'mask') -> np.ndarray:
     """Connected components of affinities. `mode='mask'` (AGQ's seeding): threshold the channel-mean affinity at
     `thresh` (`'mean'`: its global mean) and label the 6-connected foreground. `mode='edges'`: join the voxels whose
@@ -196,7 +196,7 @@ def affinity_to_cc(aff, thresh='mean', min_area: int = 0, mode: str = 'mask') ->
         cc, _ = ndi.label(m > t, structure=ndi.generate_binary_structure(len(spatial), 1))
     else:
         t = float(aff.mean()) if thresh == 'mean' else float(thresh)
-        cc = _edge_components(aff > t) + 1
+        cc = _edge_components(aff > t)[0] + 1
     if min_area > 0 or mode == 'edges':
         area = np.bincount(cc.ravel())
         keep = area > min_area; keep[0] = False if mode == 'mask' else keep[0]
@@ -643,7 +643,7 @@ def seg_to_affinity_torch(labels: torch.Tensor) -> torch.Tensor:
     "`seg_to_affinity` for a torch label volume (D, H, W) -> (3, D, H, W) float."
     return torch.as_tensor(seg_to_affinity(labels.cpu().numpy()), device=labels.device)
 
-# %% ../nbs/20_agq.ipynb #442e790e
+# %% ../nbs/20_agq.ipynb #a84c403b
 class _Quiet:
     "Silence the C-level stdout (waterz prints its progress) inside the block."
     def __enter__(self):
@@ -697,15 +697,16 @@ def stitch_blocks(labels: np.ndarray, aff: np.ndarray, block, threshold: float =
     affinities of the border edges are remapped to (a + 1 - threshold) / 2, all others to a / 2, and regions merge
     while the mean remapped affinity of their boundary exceeds 0.5. So two pieces meeting only across a border join
     when their border edges' mean affinity exceeds `threshold`, and the edges a merged region has inside a block
-    (never above 0.5) count against further merges. `method`: 'waterz' (None: when installed), 'union' (one pass of
-    union-find on the border pairs' mean affinity: no hierarchy, so merges chain). labels (D, H, W) with ids unique
-    per block; the borders are the multiples of `block` along each axis, or `planes` (per axis, the coordinates of
+    (never above 0.5) count against further merges. `method`: 'waterz' (None: when waterz and scikit-image are
+    installed), 'union' (one pass of union-find on the border pairs' mean affinity: no hierarchy, so merges chain).
+    labels (D, H, W) with ids unique per block; the borders are the multiples of `block` along each axis, or `planes` (per axis, the coordinates of
     the first plane of every block but the first)."""
     labels = np.asarray(labels)
     if labels.ndim != 3 or np.shape(aff) != (3,) + labels.shape:
         raise ValueError(f"labels must be (D, H, W) and aff (3, D, H, W), got {labels.shape} and {np.shape(aff)}")
     if planes is None: planes = [np.arange(b, s, b) for b, s in zip(block, labels.shape)]
-    if method is None: method = 'waterz' if importlib.util.find_spec('waterz') else 'union'
+    if method is None:
+        method = 'waterz' if importlib.util.find_spec('waterz') and importlib.util.find_spec('skimage') else 'union'
     if method not in ('waterz', 'union'): raise ValueError(f"method must be 'waterz' or 'union', got {method!r}")
     if method == 'union': return merge_by_mean_affinity(relabel_connected(labels), aff, threshold, planes)
     frag = _peer('skimage.measure').label(labels, background=0, connectivity=1)   # the official code's relabelling
@@ -781,7 +782,8 @@ def segment(volume, model: AGQ, block=(8, 48, 48), stage: int = -1, min_area: fl
     final = stitch(labs[stage % n_stages])
     t['agg'] = time.perf_counter() - t0
     if not details: return final
-    return {'labels': final, 'aff': aff, 'stages': [stitch(lab) for lab in labs], 'seconds': t,
+    stages = [final if s == stage % n_stages else stitch(lab) for s, lab in enumerate(labs)]   # final: once
+    return {'labels': final, 'aff': aff, 'stages': stages, 'seconds': t,
             'fragments': labs[stage % n_stages], 'borders': borders}
 
 # %% ../nbs/20_agq.ipynb #02cc58ce
