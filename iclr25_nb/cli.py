@@ -6,7 +6,7 @@
 __all__ = ['log', 'parse_seeds', 'build_parser', 'cmd_list', 'reproduce_one', 'cmd_reproduce', 'cmd_train', 'cmd_serve',
            'cmd_docs', 'main']
 
-# %% ../nbs/03_cli.ipynb #140cb165
+# %% ../nbs/03_cli.ipynb #1e90006f
 import argparse
 import ast
 import json
@@ -17,11 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from .core import PAPERS, BackgroundTrainer, get_paper, implemented_papers, seed_table, seed_table_markdown
+from .core import (PAPERS, BackgroundTrainer, _fmt, check_report, get_paper, implemented_papers,
+                            scorecard_markdown, scorecard_rows, seed_table, seed_table_markdown)
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/03_cli.ipynb #38a12d91
+# %% ../nbs/03_cli.ipynb #37d29530
 def _experiment_factory(name: str):
     "make_experiment of paper `name`, or of the core's demonstration for `demo`."
     if name == 'demo':
@@ -63,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='iclr25', description='ICLR 2025 papers: reproduce, train, explore.')
     p.add_argument('-v', '--verbose', action='store_true', help='log progress messages')
     sub = p.add_subparsers(dest='command', required=True)
-    sub.add_parser('list', help='the papers and whether each is implemented')
+    ls = sub.add_parser('list', help="the scorecard: each paper's status, headline, the paper's number, the strongest null")
+    ls.add_argument('--markdown', action='store_true', help='print the scorecard as a markdown table')
     r = sub.add_parser('reproduce', help="run papers' reproductions and check their claims")
     r.add_argument('papers', nargs='*', type=_paper_name, metavar='PAPER', help='default: every implemented paper')
     r.add_argument('--preset', choices=['quick', 'full'], default='quick')
@@ -100,10 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument('--only', nargs='*', default=None, metavar='NAME', help='only these notebooks (stems, e.g. 00_core)')
     return p
 
-# %% ../nbs/03_cli.ipynb #a66bc894
+# %% ../nbs/03_cli.ipynb #7a3fdc84
 def cmd_list(args) -> int:
-    for p in PAPERS.values():
-        print(f"{p.number:>3}  {p.name:<20} {'implemented' if p.implemented else 'planned    '}  {p.title}")
+    "The scorecard: each paper's status, its headline's mean over seeds 0-2 beside the paper's number, the strongest null."
+    if getattr(args, 'markdown', False): print(scorecard_markdown()); return 0
+    print(f"{'#':>3}  {'paper':<20} {'status':<22} headline: ours (seeds 0-2) | paper | strongest null")
+    for r in scorecard_rows():
+        line = f"{r['number']:>3}  {r['paper']:<20} {r['status']:<22}"
+        if r['ours'] is not None:
+            line += (f" {r['headline']} ({r['metric']}): {_fmt(r['ours'])} ± {_fmt(r['ours_std'])} | paper: "
+                     f"{r['paper_number']} | {r['null']}: {_fmt(r['null_mean'])}")
+        print(line)
     return 0
 
 
@@ -133,17 +142,10 @@ def _run_seeds(name: str, args, seeds: list[int], folder: Path) -> list[dict]:
 
 
 def _check_failures(name: str, reports: list[dict], ablate: bool) -> list[str]:
-    "What makes `--check` fail for one paper: claims that do not hold, or (ablated) headlines that still hold."
-    out = []
-    for r in reports:
-        seed = r['meta'].get('seed')
-        heads = [c for c in r['claims'] if c.get('kind') == 'headline']
-        if ablate:
-            if not heads: out.append(f"{name} (seed {seed}): no headline claim to check under --ablate")
-            out += [f"{name} (seed {seed}): still holds with the ablation: {c['statement']}" for c in heads if c['holds']]
-        else:
-            out += [f"{name} (seed {seed}): does not hold: {c['statement']}" for c in r['claims'] if not c['holds']]
-    return out
+    """What makes `--check` fail for one paper (`check_report`): a claim that did not come out as the module declares
+    it (a reproduced claim that does not hold, a NOT REPRODUCED one that holds or was not measured), or under
+    `--ablate` a headline that still holds or was not measured; on Claims v3, also a headline without nulls."""
+    return [f"{name} (seed {r['meta'].get('seed')}): {p}" for r in reports for p in check_report(r, ablated=ablate)]
 
 
 def cmd_reproduce(args, parser) -> int:

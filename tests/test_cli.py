@@ -17,9 +17,21 @@ def run(*args, timeout=120):
 
 
 def test_list(capsys):
+    "The scorecard: a header, then one line per paper with its status."
     assert main(['list']) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 19 and out[0].split()[:2] == ['10', 'deeptage']
+    assert len(out) == 20 and out[1].split()[:2] == ['10', 'deeptage']
+    statuses = ('REPRODUCED', 'PARTLY', 'NOT REPRODUCED', 'not yet on Claims v3')
+    assert all(any(s in line for s in statuses) for line in out[1:]), out
+
+
+def test_readme_shows_the_scorecard(capsys):
+    "The README's scorecard is `iclr25 list --markdown` (python tools/scorecard.py rewrites it)."
+    assert main(['list', '--markdown']) == 0
+    table = capsys.readouterr().out.strip()
+    readme = (ROOT / 'README.md').read_text()
+    block = readme.split('<!-- scorecard', 1)[1].split('-->', 1)[1].split('<!-- /scorecard -->')[0].strip()
+    assert block == table, 'README scorecard is stale: run python tools/scorecard.py'
 
 
 @pytest.mark.parametrize('args,message', [

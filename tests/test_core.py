@@ -155,7 +155,7 @@ def test_report_formats(tmp_path):
     r.figures['f'] = go.Figure(go.Scatter(y=[1, 2, 3])); r.figures['g'] = go.Figure(go.Bar(y=[1]))
     assert not r.all_hold
     md = r.to_markdown()
-    assert '| sanity | a beats b | 0.5 | < 1 |  |  | yes |' in md and '**no**' in md and 'x\\|y' in md
+    assert '| sanity | a beats b | 0.5 | < 1 |  |  |  |  | yes |' in md and '**no**' in md and 'x\\|y' in md
     d = json.loads(r.to_json())
     assert d['rows'][1]['mse'] == 'inf' and d['all_hold'] is False and set(d['figures']) == {'f', 'g'}
     assert Report.from_json(r.to_json()).to_markdown() == md

@@ -163,3 +163,26 @@ def test_exported_code_does_not_need_module_file():
                         and "globals()['__file__']" not in code:
                     bare.setdefault(nb.name, []).append(line.strip())
     assert not bare, f"exported code reads the module's __file__ (undefined in the notebook): {bare}"
+
+
+SECTIONS = ('Paper', 'Data', 'Method', 'Baselines', 'Experiment', 'Reproduction', 'Explorer', 'Benchmark')
+
+
+def section_order(nb: Path) -> list[str]:
+    "The notebook's `## ` sections, a subtitle after a colon left out, repeated sections (Method: a, Method: b) once."
+    cells = json.loads(nb.read_text())['cells']
+    heads = [line[3:].split(':')[0].strip() for c in cells if c['cell_type'] == 'markdown'
+             for line in ''.join(c['source']).splitlines() if line.startswith('## ')]
+    return [h for i, h in enumerate(heads) if i == 0 or h != heads[i - 1]]
+
+
+def test_paper_notebooks_follow_the_section_order():
+    """Every paper notebook on Claims v3 has CONTRIBUTING.md's sections in order: Paper · Data · Method · Baselines ·
+    Experiment · Reproduction (results table) · Explorer · Benchmark, then optionally `Explorer, live`."""
+    from test_contract import NOT_CONVERTED
+    wrong = {}
+    for nb in sorted((ROOT / 'nbs').glob('[1-9][0-9]_*.ipynb')):
+        if nb.stem.split('_', 1)[1] in NOT_CONVERTED: continue
+        order = section_order(nb)
+        if order not in (list(SECTIONS), [*SECTIONS, 'Explorer, live']): wrong[nb.name] = order
+    assert not wrong, f"sections out of order (want {' · '.join(SECTIONS)}): {wrong}"
