@@ -1476,7 +1476,7 @@ class EIGNExperiment(Experiment):
 
 make_experiment = EIGNExperiment.from_preset
 
-# %% ../nbs/21_eign.ipynb #71abaf19
+# %% ../nbs/21_eign.ipynb #08ef1864
 def network_figure(snap: dict, show: str = 'eign', height: int = 420):
     """The network: pipes grey, check valves black; small grey arrows show each edge's stored orientation (for
     a valve: its direction), coloured arrows the physical direction of the flow predicted by `show` (or the
@@ -1503,7 +1503,7 @@ def network_figure(snap: dict, show: str = 'eign', height: int = 420):
                                          colorbar=dict(title='|flow|', len=0.6)),
                              text=[f'edge {i}: {v:+.3f}' for i, v in enumerate(flow)], hoverinfo='text'))
     fig.update_layout(title=f"{MODELS.get(show, 'true flow')}: flows after {snap['flips']} flip(s), step {snap['step']}",
-                      height=height, margin=dict(l=10, r=10, t=40, b=10), uirevision='keep', showlegend=True,
+                      height=height, showlegend=True,
                       legend=dict(orientation='h', y=-0.05), xaxis=dict(visible=False),
                       yaxis=dict(visible=False, scaleanchor='x'), plot_bgcolor='white')
     return fig
@@ -1517,8 +1517,7 @@ def moved_figure(snap: dict, height: int = 300):
     fig = go.Figure(go.Bar(x=[MODELS[k] for k in names], y=vals, text=[f'{v:.1e}' for v in vals], textposition='outside'))
     fig.update_yaxes(type='log', range=[-9.5, 1.5], title='max |change|')
     valves = ', valves reversed' if snap.get('reversed') else ''
-    fig.update_layout(title=f"physical change after {snap['flips']} flip(s){valves}", height=height,
-                      margin=dict(l=40, r=10, t=40, b=30), uirevision='keep')
+    fig.update_layout(title=f"physical change after {snap['flips']} flip(s){valves}", height=height)
     return fig
 
 
@@ -1531,14 +1530,14 @@ def operator_figure(operator: dict, q: float, height: int = 300):
     lim = max(1e-6, float(np.abs(np.asarray(operator['imag'])).max()))
     fig.add_trace(go.Heatmap(z=operator['imag'], colorscale='RdBu', zmid=0, zmin=-lim, zmax=lim, colorbar=dict(len=0.8)), 1, 2)
     fig.update_yaxes(autorange='reversed')
-    fig.update_layout(title=f'operator of a small network (q = {q:g})', height=height, margin=dict(l=30, r=10, t=60, b=20))
+    fig.update_layout(title=f'operator of a small network (q = {q:g})', height=height)
     return fig
 
 
 def rmse_bar_figure(rows: list, key: str = 'rmse', title: str = 'test RMSE', height: int = 320):
     import plotly.graph_objects as go
     fig = go.Figure(go.Bar(x=[r['method'] for r in rows], y=[r[key] for r in rows]))
-    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=40, b=30))
+    fig.update_layout(title=title, height=height)
     return fig
 
 # %% ../nbs/21_eign.ipynb #fbe16101
