@@ -454,3 +454,15 @@ def test_bures_cholesky_path_matches_symmetric_root():
         assert abs(bures_sq(A, B) - ref) < 1e-10
     v, B = rng.standard_normal(5), random_gp(1, 5, rng).cov       # A = v vᵀ singular: tr(A^½BA^½)^½ = √(vᵀBv)
     assert abs(bures_sq(np.outer(v, v), B) - (v @ v + np.trace(B) - 2 * math.sqrt(v @ B @ v))) < 1e-10
+
+
+def test_dsa_null_is_rotation_invariant_and_sees_other_dynamics():
+    "The DSA rung (our reimplementation): DMD on the delay embedding, Procrustes over vector fields."
+    (A,), _ = nt.planning_pair(N=3, T=6, n_cond=1)
+    x = A.sample(300, 0)
+    R = rand_orth(3, np.random.default_rng(1))
+    assert nt.dmd_operator(x).shape == (6, 6) and nt.dmd_operator(x, n_delays=1).shape == (3, 3)
+    assert nt.dsa_distance(x, x @ R.T) < 1e-8                               # neurons rotated: the same dynamics
+    assert nt.dsa_distance(x, x[:, ::-1]) > 0.1                             # time reversed: other dynamics
+    assert nt.dsa_distance(x, A.sample(300, 2)) == pytest.approx(nt.dsa_distance(A.sample(300, 2), x), rel=1e-6, abs=1e-8)
+    with pytest.raises(ValueError, match='T > n_delays'): nt.dmd_operator(x[:, :2], n_delays=2)
