@@ -399,3 +399,31 @@ def test_wrong_lambda_solution_departs_from_gd():
 
 def test_reproduce_rejects_data():
     with pytest.raises(ValueError, match='no real data'): lb.reproduce(data='x.npy')
+
+
+def test_qqt_lazy_is_the_linearised_flow():
+    "The lazy null: representations frozen at t = 0, W2W1 solving dP/dt = (Σ − P)A + B(Σ − P) (checked by solve_ivp)."
+    from scipy.integrate import solve_ivp
+    X, Y = lb.random_task(12, 3, 4, rng=0); S = lb.sigma_yx(X, Y)
+    W1, W2 = lb.make_lambda_balanced(0.7, 3, 3, 4, scale=0.4, rng=1)
+    A, B = W1.T @ W1, W2 @ W2.T
+    rhs = lambda t, p: ((S - p.reshape(4, 3)) @ A + B @ (S - p.reshape(4, 3))).ravel()
+    ts = np.array([0.0, 0.3, 1.5])
+    sol = solve_ivp(rhs, (0, 1.5), (W2 @ W1).ravel(), t_eval=ts, rtol=1e-11, atol=1e-12)
+    q = lb.qqt_lazy(W1, W2, S, ts)
+    for k in range(3):
+        A_t, P_t, B_t = lb.split_qqt(q[k], 3)
+        assert np.allclose(P_t, sol.y[:, k].reshape(4, 3), atol=1e-8)
+        assert np.allclose(A_t, A) and np.allclose(B_t, B) and np.allclose(q[k], q[k].T)
+    assert lb.qqt_lazy(W1, W2, S, 0.3).shape == (7, 7)
+
+
+def test_lazy_null_approaches_the_exact_solution_as_lambda_grows():
+    X, Y = lb.random_task(12, 3, 3, rng=2); S = lb.sigma_yx(X, Y)
+    errs = []
+    for lmda in (1.0, 10.0, 100.0):
+        W1, W2 = lb.make_lambda_balanced(lmda, 3, 3, 3, scale=0.3, rng=3)
+        ts = np.linspace(0, 5 / lmda, 6)
+        qe = lb.qqt_exact(W1, W2, S, ts)
+        errs.append(np.abs(lb.qqt_lazy(W1, W2, S, ts) - qe).max() / np.abs(qe).max())
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 0.01, errs

@@ -281,10 +281,46 @@ def test_loader_reads_and_refuses(tmp_path):
     bad = good.copy(); bad[0, 0, 0] = np.nan; np.save(tmp_path / 'nan.npy', bad)
     np.savez(tmp_path / 'nokey.npz', x=good)
     np.save(tmp_path / 'obj.npy', np.array([good, None], dtype=object), allow_pickle=True)
-    for name, msg in [('trunc.npy', 'not a readable'), ('shape.npy', 'shape'), ('type.npy', 'numeric'), ('nan.npy', 'NaN'),
-                      ('nokey.npz', "no 'trials'"), ('obj.npy', 'not a readable'), ('missing.npy', 'no such file')]:
+    np.save(tmp_path / 'one.npy', good[:1])
+    for name, msg in [('trunc.npy', 'not a readable'), ('shape.npy', 'shape'), ('type.npy', 'real numbers'), ('nan.npy', 'NaN'),
+                      ('nokey.npz', "no array 'trials'"), ('obj.npy', 'not a readable'), ('missing.npy', 'no such file'),
+                      ('one.npy', 'at least')]:
         with pytest.raises(ValueError, match=msg) as e: nt.load_trials(tmp_path / name)
-        assert name in str(e.value)
+        assert str(e.value).startswith(str(tmp_path / name))                     # the message names the file first
+
+
+def test_sklearn_missing_names_the_extra(monkeypatch):
+    "scikit-learn is optional: without it, Ledoit–Wolf and the reproduce path say how to install it (not a raw ModuleNotFoundError)."
+    import sys
+    monkeypatch.setitem(sys.modules, 'sklearn.covariance', None)
+    monkeypatch.setitem(sys.modules, 'sklearn.metrics', None)
+    trials = np.random.default_rng(0).standard_normal((30, 2, 2))
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[noisy_trajectories\]'"):
+        GaussianProcessSummary.from_trials(trials)
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[noisy_trajectories\]'"):
+        nt._diffusion_study(dict(d=2, T_diff=3, max_iter_diff=5), 0)
+    assert GaussianProcessSummary.from_trials(trials, shrinkage=0.1).cov.shape == (4, 4)   # the other estimators need nothing
+
+
+def test_split_halves_are_disjoint_held_out_trials():
+    "The split-half test never compares a trial with itself: the halves share no trial (core.overlap_count)."
+    from iclr25_nb.core import overlap_count
+    rng = np.random.default_rng(3)
+    (A,), _ = nt.planning_pair(N=3, T=4, n_cond=1)
+    trials = A.sample(40, rng)
+    for _ in range(5):
+        i1, i2 = nt.split_halves(40, rng)
+        assert overlap_count(trials[i1], trials[i2]) == 0 and len(i1) == len(i2) == 20
+    with pytest.raises(ValueError, match='at least 4'): nt.split_halves(3, rng)
+
+
+def test_null_ladder_statistics():
+    rng = np.random.default_rng(5)
+    x, y = random_gp(3, 2, rng), random_gp(3, 2, rng)
+    assert nt.moment_distance(x, x) == 0 and nt.moment_distance(x, y) == pytest.approx(nt.moment_distance(y, x))
+    assert nt.moment_distance(x, y) == pytest.approx(math.sqrt(((x.mean - y.mean) ** 2).sum() + ((x.cov - y.cov) ** 2).sum()))
+    assert nt.split_half_z([1.0, 1.1, 0.9], [1.0, 1.1, 0.9]) == 0
+    assert set(nt.SPLIT_NULLS) == set(nt.SPLIT_NULL_NAMES)
 
 
 # ---- experiment contract -------------------------------------------------------------------------------------------------
@@ -418,3 +454,15 @@ def test_bures_cholesky_path_matches_symmetric_root():
         assert abs(bures_sq(A, B) - ref) < 1e-10
     v, B = rng.standard_normal(5), random_gp(1, 5, rng).cov       # A = v vᵀ singular: tr(A^½BA^½)^½ = √(vᵀBv)
     assert abs(bures_sq(np.outer(v, v), B) - (v @ v + np.trace(B) - 2 * math.sqrt(v @ B @ v))) < 1e-10
+
+
+def test_dsa_null_is_rotation_invariant_and_sees_other_dynamics():
+    "The DSA rung (our reimplementation): DMD on the delay embedding, Procrustes over vector fields."
+    (A,), _ = nt.planning_pair(N=3, T=6, n_cond=1)
+    x = A.sample(300, 0)
+    R = rand_orth(3, np.random.default_rng(1))
+    assert nt.dmd_operator(x).shape == (6, 6) and nt.dmd_operator(x, n_delays=1).shape == (3, 3)
+    assert nt.dsa_distance(x, x @ R.T) < 1e-8                               # neurons rotated: the same dynamics
+    assert nt.dsa_distance(x, x[:, ::-1]) > 0.1                             # time reversed: other dynamics
+    assert nt.dsa_distance(x, A.sample(300, 2)) == pytest.approx(nt.dsa_distance(A.sample(300, 2), x), rel=1e-6, abs=1e-8)
+    with pytest.raises(ValueError, match='T > n_delays'): nt.dmd_operator(x[:, :2], n_delays=2)
