@@ -4,21 +4,22 @@
 
 # %% auto #0
 __all__ = ['log', 'PAPER', 'PAPER_ANGLES', 'BACKGROUND', 'RETAINED', 'FORMATION', 'RESORPTION', 'COMPOSITE_GREY', 'COMPONENTS',
-           'RECORDS', 'RECORD_FIELDS', 'MU_SCALE', 'HUB', 'HUB_REPO', 'make_experiment', 'ACC_LAST_MIN',
-           'ACC_WEEK0_MAX', 'RMSE_RATIO_MAX', 'R_GAIN', 'RISE_MIN', 'FBP_DROP_MIN', 'SART_GAIN_MIN', 'LEARNED_GAIN_MIN',
-           'QUICK_RUN', 'FULL_RUN', 'NOTES', 'Mouse', 'lesion_radius', 'make_mouse', 'Cohort', 'simulate_cohort',
-           'radon', 'radon_adjoint', 'ramp_filter', 'angle_weights', 'backproject', 'fbp', 'tv_grad', 'sart', 'psnr',
-           'sparse_angles', 'noisy_sinogram', 'rotation_xray', 'bone_volume', 'cortical_thickness', 'trabecular_number',
-           'pmoi', 'morphometry', 'make_composite', 'find_tf_junction', 'write_stack', 'read_png', 'read_stack',
-           'write_records', 'load_records', 'BoneMetDataset', 'download', 'rigid_warp', 'rigid_register',
-           'compose_rigid', 'ReconCTSegmentation', 'CTRegistration', 'mkcomposite', 'RoICompositeCropper',
-           'acquisition_pose', 'make_hindlimb', 'cohort_records', 'write_dataset', 'Diag3D', 'Diag2D', 'SparseReconNet',
-           'ridge_fit', 'ridge_predict', 'prognosis_features', 'prognosis_cv', 'pearson', 'BoneMetConfig',
+           'RECORDS', 'RECORD_FIELDS', 'MU_SCALE', 'HUB', 'HUB_REPO', 'make_experiment', 'EARLY_WEEK', 'ACC_EARLY_MIN',
+           'REL_RMSE_MAX', 'ACC_WEEK0_MAX', 'RISE_MIN', 'FBP_DROP_MIN', 'SART_GAIN_MIN', 'LEARNED_GAIN_MIN', 'R_NOTE',
+           'REPRODUCED', 'QUICK_RUN', 'FULL_RUN', 'NOTES', 'Mouse', 'lesion_radius', 'make_mouse', 'Cohort',
+           'mouse_ids', 'simulate_cohort', 'radon', 'radon_adjoint', 'ramp_filter', 'angle_weights', 'backproject',
+           'fbp', 'tv_grad', 'sart', 'psnr', 'sparse_angles', 'noisy_sinogram', 'rotation_xray', 'bone_volume',
+           'cortical_thickness', 'trabecular_number', 'pmoi', 'morphometry', 'make_composite', 'find_tf_junction',
+           'write_stack', 'read_png', 'read_stack', 'write_records', 'load_records', 'BoneMetDataset', 'download',
+           'rigid_warp', 'rigid_register', 'compose_rigid', 'ReconCTSegmentation', 'CTRegistration', 'mkcomposite',
+           'RoICompositeCropper', 'acquisition_pose', 'make_hindlimb', 'cohort_records', 'write_dataset', 'Diag3D',
+           'Diag2D', 'SparseReconNet', 'ridge_fit', 'ridge_predict', 'prognosis_features', 'prognosis_cv', 'pearson',
+           'stump_accuracy', 'radiomics_features', 'logistic_fit', 'logistic_predict', 'BoneMetConfig',
            'observed_masks', 'BoneMetExperiment', 'spearman', 'check_time_filter', 'reproduce', 'accuracy_week_figure',
            'psnr_angles_figure', 'prognosis_figure', 'morphometry_figure', 'slice_figure', 'recon_figure',
            'explorer_render', 'explorer']
 
-# %% ../nbs/19_bonemet.ipynb #a58f77ae
+# %% ../nbs/19_bonemet.ipynb #907baf59
 import csv
 import json
 import logging
@@ -32,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ PAPER = dict(number=19, name='bonemet',
 # The paper's rotation X-ray protocol: 260 projections 0.8 degrees apart, from 0 to 207.2 degrees (a short scan).
 PAPER_ANGLES = np.arange(260) * 0.8
 
-# %% ../nbs/19_bonemet.ipynb #5debecb9
+# %% ../nbs/19_bonemet.ipynb #e1565190
 def _bandpass_noise(shape, rng, low: float = 0.8, high: float = 2.0) -> np.ndarray:
     "Band-passed white noise (difference of Gaussians), zero mean and unit variance."
     from scipy.ndimage import gaussian_filter
@@ -124,7 +125,7 @@ def make_mouse(id: int, tumor: bool, weeks: int = 6, shape=(40, 48, 48), seed: i
     u_loss, u_rim = rng.random(shape), rng.random(shape)
     trab_prev = None
     for t in range(weeks):
-        gain = 0.0 if tumor else 0.01 * t                                    # controls thicken a little
+        gain = 0.01 * t                                                      # every mouse thickens a little
         trab = marrow & ~plate & (noise > thr - gain * 2)
         if trab_prev is not None and remodel > 0:                            # weekly remodelling of the surface
             flip = rng.random(shape) < remodel
@@ -167,13 +168,19 @@ class Cohort:
         return slice(tf, tf + self.n_roi)
 
 
+def mouse_ids(n: int, seed: int = 0) -> np.ndarray:
+    "Ids of `n` mice (100..100+n-1, shuffled by `seed`): the id says nothing about the group."
+    return 100 + np.random.default_rng([seed, 99]).permutation(n)
+
+
 def simulate_cohort(n_tumor: int = 4, n_control: int = 4, weeks: int = 6, seed: int = 0, shape=(40, 48, 48),
                     lesions: bool = True, n_roi: int = 16, voxel: float = 0.02) -> Cohort:
-    "A seeded phantom cohort: `n_tumor` tumour mice (ids 0..) then `n_control` controls, weeks 0..weeks-1."
+    "A seeded phantom cohort: `n_tumor` tumour mice then `n_control` controls (shuffled ids), weeks 0..weeks-1."
     if n_tumor < 0 or n_control < 0 or n_tumor + n_control == 0:
         raise ValueError(f'simulate_cohort needs at least one mouse (got n_tumor={n_tumor}, n_control={n_control})')
     if weeks < 1: raise ValueError(f'simulate_cohort needs weeks >= 1 (got {weeks})')
-    mice = [make_mouse(i, i < n_tumor, weeks, shape, seed, lesions) for i in range(n_tumor + n_control)]
+    ids = mouse_ids(n_tumor + n_control, seed)
+    mice = [make_mouse(int(ids[i]), i < n_tumor, weeks, shape, seed, lesions) for i in range(n_tumor + n_control)]
     c = Cohort(mice, weeks, voxel, n_roi)
     if max(m.tf_z for m in mice) + n_roi > shape[0]:
         raise ValueError(f'n_roi={n_roi} slices below the junction do not fit in {shape[0]} slices')
@@ -921,7 +928,7 @@ def write_dataset(cohort: Cohort, root, mice=None, weeks=None, n_proj: int = 13,
                                    {cohort.mice[i].id for i in mice} and r['week'] in set(weeks)])
     return root
 
-# %% ../nbs/19_bonemet.ipynb #b683a3ed
+# %% ../nbs/19_bonemet.ipynb #5e3c0320
 class Diag3D(nn.Module):
     "3D CNN on one-hot RoI composites (B, 3, Z, Y, X) -> tumour logit (B,)."
     def __init__(self, width: int = 8):
@@ -935,10 +942,11 @@ class Diag3D(nn.Module):
 
 
 class Diag2D(nn.Module):
-    "2D CNN on one slice (B, 1, Y, X) -> tumour logit (B,)."
-    def __init__(self, width: int = 8):
+    """2D CNN on rotation X-rays (B, 2, Z, N): the projection of week k and its difference from week 0 at the same
+    angle -> tumour logit (B,)."""
+    def __init__(self, width: int = 8, channels: int = 2):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(1, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        self.net = nn.Sequential(nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                  nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                  nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(1))
         self.head = nn.Linear(2 * width, 1)
@@ -961,7 +969,7 @@ class SparseReconNet(nn.Module):
         e2 = self.enc2(F.max_pool2d(e1, 2))
         return x + self.dec(torch.cat([e1, self.up(e2)], 1))
 
-# %% ../nbs/19_bonemet.ipynb #903aa848
+# %% ../nbs/19_bonemet.ipynb #e0c44fd6
 def ridge_fit(X: np.ndarray, y: np.ndarray, alpha: float = 1.0):
     "Ridge regression on standardised features: (mean, scale, weights, intercept)."
     mu, sd = X.mean(0), X.std(0) + 1e-9
@@ -987,14 +995,20 @@ def prognosis_cv(morph: np.ndarray, early_weeks: int = 4, target_week: int = 5, 
     0..early_weeks-1; predictions of ridge and of the last value (the BV change at week early_weeks-1)."""
     X = prognosis_features(morph, early_weeks)
     y = morph[:, target_week, 0] / morph[:, 0, 0] - 1
-    last = morph[:, early_weeks - 1, 0] / morph[:, 0, 0] - 1
-    pred = np.zeros_like(y)
+    ratio = morph[:, :early_weeks, 0] / morph[:, :1, 0] - 1
+    last = ratio[:, -1]
+    slope = ratio[:, -1] - ratio[:, -2] if early_weeks >= 2 else np.zeros_like(last)
+    pred, scaled, mean = np.zeros_like(y), np.zeros_like(y), np.zeros_like(y)
     order = np.random.default_rng(seed).permutation(len(y))
     for f in range(folds):
         test = order[f::folds]
         train = np.setdiff1d(order, test)
         pred[test] = ridge_predict(ridge_fit(X[train], y[train], alpha), X[test])
-    return {'truth': y, 'ridge': pred, 'last': last}
+        coef = float(last[train] @ y[train] / max(float(last[train] @ last[train]), 1e-12))
+        scaled[test] = coef * last[test]
+        mean[test] = y[train].mean()
+    linear = last + (target_week - (early_weeks - 1)) * slope
+    return {'truth': y, 'ridge': pred, 'last': last, 'scaled_last': scaled, 'mean': mean, 'linear': linear}
 
 
 def pearson(a, b) -> float:
@@ -1002,7 +1016,47 @@ def pearson(a, b) -> float:
     if a.std() < 1e-12 or b.std() < 1e-12: return 0.0
     return float(np.corrcoef(a, b)[0, 1])
 
-# %% ../nbs/19_bonemet.ipynb #2ebd3f09
+# %% ../nbs/19_bonemet.ipynb #3a3e9a91
+def stump_accuracy(x_train, y_train, x_test, y_test) -> float:
+    """Held-out accuracy of one threshold on a scalar cue: the threshold and direction with the best training
+    accuracy (cuts midway between the training values), applied to the test values."""
+    x_train, x_test = np.asarray(x_train, float), np.asarray(x_test, float)
+    y_train, y_test = np.asarray(y_train).astype(bool), np.asarray(y_test).astype(bool)
+    v = np.unique(x_train)
+    cuts = np.concatenate([[v[0] - 1], (v[:-1] + v[1:]) / 2, [v[-1] + 1]])
+    acc = np.array([[np.mean((s * (x_train - t) > 0) == y_train) for t in cuts] for s in (1, -1)])
+    s, j = np.unravel_index(int(acc.argmax()), acc.shape)
+    return float(np.mean(((1, -1)[s] * (x_test - cuts[j]) > 0) == y_test))
+
+# %% ../nbs/19_bonemet.ipynb #68d17e06
+def radiomics_features(morph: np.ndarray, week: int) -> np.ndarray:
+    "Standard morphometry of every mouse at `week` (BV, Ct.Th, Tb.N, pMOI) and its ratios to week 0: (mice, 8)."
+    return np.concatenate([morph[:, week], morph[:, week] / morph[:, 0]], 1)
+
+
+def logistic_fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 50):
+    "L2-penalised logistic regression on standardised features by Newton's method: (mean, scale, weights, bias)."
+    mu, sd = X.mean(0), X.std(0) + 1e-9
+    Z = np.concatenate([(X - mu) / sd, np.ones((len(X), 1))], 1)
+    y = np.asarray(y, float)
+    w = np.zeros(Z.shape[1])
+    reg = l2 * np.eye(Z.shape[1]); reg[-1, -1] = 0
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-np.clip(Z @ w, -30, 30)))
+        g = Z.T @ (p - y) + reg @ w
+        H = (Z * (p * (1 - p))[:, None]).T @ Z + reg + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(H, g)
+        w -= step
+        if np.abs(step).max() < 1e-8: break
+    return mu, sd, w[:-1], w[-1]
+
+
+def logistic_predict(model, X: np.ndarray) -> np.ndarray:
+    "Class (0 / 1) of each row of X under a `logistic_fit` model."
+    mu, sd, w, b = model
+    return ((X - mu) / sd @ w + b > 0).astype(int)
+
+# %% ../nbs/19_bonemet.ipynb #e9016445
 @dataclass
 class BoneMetConfig(ConfigBase):
     "A phantom BoneMet study. Defaults are the quick preset; `_full` the CPU-sized full one."
@@ -1017,6 +1071,8 @@ class BoneMetConfig(ConfigBase):
     angles_every: int = bound(20, ge=1)      # sparse angles: every k-th of the paper's 260 (20: 13 angles)
     I0: float = bound(1e5, gt=0)             # photons per detector pixel
     max_test: int = bound(24, ge=1)          # held-out slices of the angle sweep
+    xray_every: int = bound(20, ge=1)        # rotation X-rays for Diag2D: every k-th of the 260 angles (20: 13)
+    I0_xray: float = bound(2e4, gt=0)        # photons per detector pixel of the rotation X-rays
     recon_slices: int = bound(1, ge=1)       # RoI slices per (mouse, week) for the reconstruction task
     steps: int = bound(150, ge=1)
     batch: int = bound(16, ge=1)
@@ -1054,25 +1110,35 @@ class BoneMetExperiment(Experiment):
         test = np.concatenate([rng.permutation(np.nonzero(labels == g)[0])[: (labels == g).sum() // 2] for g in (1, 0)])
         self.test_mice = np.sort(test)
         self.train_mice = np.setdiff1d(np.arange(len(labels)), self.test_mice)
-        comps, slices2d, morph = [], [], []
+        comps, xrays, morph, intensity = [], [], [], []
+        self.xray_angles = sparse_angles(c.xray_every)
         for i, m in enumerate(self.cohort.mice):
-            obs = observed_masks(m, self.cohort.roi(i), c.noise, rng)
+            mu = np.stack([m.mu(w)[self.cohort.roi(i)] for w in range(c.weeks)])
+            noisy = mu + rng.normal(0, c.noise, mu.shape)
+            obs = noisy > 0.6                                                   # observed_masks, same draws
+            intensity.append(noisy.mean((1, 2, 3)))
             comps.append(np.stack([make_composite(obs[0], obs[w]) for w in range(c.weeks)]))
-            mid = c.n_roi // 2
-            slices2d.append(np.stack([m.mu(w)[self.cohort.roi(i)][mid] for w in range(c.weeks)]))
+            with torch.no_grad():
+                xrays.append(torch.stack([rotation_xray(m.mu(w), self.xray_angles, c.I0_xray,
+                                                        seed=self.seed * 100003 + 1000 * m.id + w)
+                                          for w in range(c.weeks)]).half())     # (W, A, Z, N)
             cortex = m.cortex0[self.cohort.roi(i)]
             from scipy.ndimage import binary_fill_holes
             marrow = np.stack([binary_fill_holes(s) for s in cortex]) & ~cortex
             measures = [morphometry(obs[w], self.cohort.voxel, cortex, marrow) for w in range(c.weeks)]
             morph.append([[mo[k] for k in ('BV', 'Ct.Th', 'Tb.N', 'pMOI')] for mo in measures])
         self.composites = torch.as_tensor(np.stack(comps))                     # (M, W, n_roi, N, N) uint8
-        s2 = torch.as_tensor(np.stack(slices2d), dtype=torch.float32)
-        self.slices2d = s2 + c.noise * torch.randn(s2.shape, generator=torch.Generator().manual_seed(self.seed))
+        self.xrays = torch.stack(xrays)                                         # (M, W, A, Z, N) float16
+        self.xray_scale = float(self.xrays.float().std())
+        self.xray_diff_scale = float((self.xrays[:, 1:].float() - self.xrays[:, :1].float()).std())
         self.morph = np.array(morph)                                           # (M, W, 4)
+        self.intensity = np.array(intensity)                                   # (M, W): mean RoI image intensity
+        self.ids = np.array([m.id for m in self.cohort.mice])
         self.labels = torch.as_tensor(labels, dtype=torch.float32)
         self._recon_data(rng)
         torch.manual_seed(self.seed)
         self.diag3d, self.diag2d, self.recon = Diag3D(c.width), Diag2D(c.width), SparseReconNet(2 * c.width)
+        self.diag3d_init = {k: v.clone() for k, v in self.diag3d.state_dict().items()}   # the null "at init"
         for k in ('diag3d', 'diag2d', 'recon'): setattr(self, k, getattr(self, k).to(self.device))
         self.opt = torch.optim.Adam([*self.diag3d.parameters(), *self.diag2d.parameters(), *self.recon.parameters()],
                                     lr=c.lr)
@@ -1112,7 +1178,7 @@ class BoneMetExperiment(Experiment):
         wk = rng.integers(0, c.weeks, c.batch)
         y = self.labels[mi].to(dev)
         x3 = self._onehot(self.composites[mi, wk]).to(dev)
-        x2 = self.slices2d[mi, wk][:, None].to(dev)
+        x2 = self._xray_pair(mi, wk, rng.integers(0, len(self.xray_angles), c.batch)).to(dev)
         loss3 = F.binary_cross_entropy_with_logits(self.diag3d(x3), y)
         loss2 = F.binary_cross_entropy_with_logits(self.diag2d(x2), y)
         ri = rng.choice(self.recon_train, c.batch)
@@ -1129,18 +1195,63 @@ class BoneMetExperiment(Experiment):
                       'psnr_learned': self.psnr_learned})
         return m
 
+    def _xray_pair(self, mice, weeks, angles) -> torch.Tensor:
+        """Diag2D's input (B, 2, Z, N): the X-ray of week k at one angle and its difference from the week-0 X-ray at
+        the same angle, each scaled to unit spread."""
+        mice, weeks, angles = (torch.as_tensor(np.asarray(a)) for a in (mice, weeks, angles))
+        xk = self.xrays[mice, weeks, angles].float()
+        x0 = self.xrays[mice, torch.zeros_like(weeks), angles].float()
+        return torch.stack([xk / self.xray_scale, (xk - x0) / self.xray_diff_scale], 1)
+
     @torch.no_grad()
-    def accuracy_per_week(self) -> tuple:
-        "Held-out accuracy of Diag3D and Diag2D at every week."
-        self.diag3d.eval(); self.diag2d.eval()
+    def xray_logits(self, mice, week: int) -> torch.Tensor:
+        "Diag2D's logit per mouse at `week`: the mean over the rotation X-ray angles."
+        A = len(self.xray_angles)
+        mi = np.repeat(np.asarray(mice), A)
+        x = self._xray_pair(mi, np.full(len(mi), week), np.tile(np.arange(A), len(mice)))
+        return self.diag2d(x.to(self.device)).cpu().reshape(len(mice), A).mean(1)
+
+    @torch.no_grad()
+    def accuracy_per_week(self, model=None) -> tuple:
+        "Held-out accuracy of Diag3D (or `model`, a Diag3D) and Diag2D at every week."
+        d3 = self.diag3d if model is None else model
+        d3.eval(); self.diag2d.eval()
         y = self.labels[self.test_mice]
         a3, a2 = [], []
         for w in range(self.config.weeks):
-            p3 = self.diag3d(self._onehot(self.composites[self.test_mice, w]).to(self.device)).cpu() > 0
-            p2 = self.diag2d(self.slices2d[self.test_mice, w][:, None].to(self.device)).cpu() > 0
+            p3 = d3(self._onehot(self.composites[self.test_mice, w]).to(self.device)).cpu() > 0
+            p2 = self.xray_logits(self.test_mice, w) > 0
             a3.append(float((p3.float() == y).float().mean())); a2.append(float((p2.float() == y).float().mean()))
-        self.diag3d.train(); self.diag2d.train()
+        d3.train(); self.diag2d.train()
         return a3, a2
+
+    def cue_accuracies(self, week: int) -> dict:
+        """Held-out accuracy at `week` of the cheap cues (one threshold fitted on the training mice at that week),
+        the radiomics baseline (logistic regression on the morphometry) and Diag3D at initialisation."""
+        tr, te, y = self.train_mice, self.test_mice, self.cohort.labels
+        comp = self.composites[:, week]
+        res = (comp == RESORPTION).float()
+        local = F.avg_pool3d(res[:, None], 5, stride=1).flatten(1).max(1).values.numpy() * 125
+        cues = {'resorption-voxel count': res.sum((1, 2, 3)).numpy(),
+                'formation-voxel count': (comp == FORMATION).sum((1, 2, 3)).numpy(),
+                'bone volume at the week': self.morph[:, week, 0],
+                'bone volume change since week 0': self.morph[:, week, 0] / self.morph[:, 0, 0],
+                'mean image intensity': self.intensity[:, week],
+                'mean image intensity change since week 0': self.intensity[:, week] - self.intensity[:, 0],
+                'densest 5x5x5 block of resorption voxels': local,
+                'mouse id': self.ids.astype(float)}
+        d = self.xrays[:, week].float() - self.xrays[:, 0].float()                # (M, A, Z, N)
+        cues['X-ray attenuation change since week 0'] = d.sum((1, 2, 3)).numpy()
+        cues['densest 5x5 block of X-ray attenuation loss'] = (-F.avg_pool2d(d.mean(1)[:, None], 5, stride=1)).flatten(
+            1).max(1).values.numpy()
+        out = {f'{k} (one threshold)': stump_accuracy(v[tr], y[tr], v[te], y[te]) for k, v in cues.items()}
+        feats = radiomics_features(self.morph, week)
+        out['radiomics: logistic regression on morphometry'] = float(np.mean(
+            logistic_predict(logistic_fit(feats[tr], y[tr]), feats[te]) == y[te]))
+        init = Diag3D(self.config.width).to(self.device)
+        init.load_state_dict(self.diag3d_init)
+        out['Diag3D at initialisation'] = self.accuracy_per_week(init)[0][week]
+        return out
 
     @torch.no_grad()
     def learned_psnr(self, idx=None) -> float:
@@ -1164,16 +1275,18 @@ class BoneMetExperiment(Experiment):
         return out
 
     def prognosis(self) -> dict:
-        "Cross-validated ridge vs last value for the week-5 (last week) BV change, tumour mice and all mice."
+        "Cross-validated ridge and its baselines for the week-5 (last week) BV change, scored on the tumour mice."
         c = self.config
         early = min(4, c.weeks - 1)
         res = prognosis_cv(self.morph, early, c.weeks - 1, seed=self.seed)
         t = self.cohort.labels == 1
-        return {**res, 'tumor': t,
-                'r_ridge': pearson(res['ridge'][t], res['truth'][t]),
-                'r_last': pearson(res['last'][t], res['truth'][t]),
-                'rmse_ridge': float(np.sqrt(np.mean((res['ridge'] - res['truth'])[t] ** 2))),
-                'rmse_last': float(np.sqrt(np.mean((res['last'] - res['truth'])[t] ** 2)))}
+        out = {**res, 'tumor': t, 'r_ridge': pearson(res['ridge'][t], res['truth'][t]),
+               'r_last': pearson(res['last'][t], res['truth'][t])}
+        spread = float(res['truth'][t].std()) + 1e-12
+        for k in ('ridge', 'last', 'scaled_last', 'mean', 'linear'):
+            out[f'rmse_{k}'] = float(np.sqrt(np.mean((res[k] - res['truth'])[t] ** 2)))
+            out[f'rel_{k}'] = out[f'rmse_{k}'] / spread
+        return out
 
     def extra_state(self) -> dict:
         return {'rng': self.batch_rng.bit_generator.state, 'acc3d': self.acc3d, 'acc2d': self.acc2d}
@@ -1182,10 +1295,13 @@ class BoneMetExperiment(Experiment):
         self.batch_rng.bit_generator.state = state['rng']
         self.acc3d, self.acc2d = state['acc3d'], state['acc2d']
 
-    def evaluate(self) -> dict:
+    def evaluate(self, week: int | None = None) -> dict:
+        "Accuracy per week, the cues at `week` (default: `EARLY_WEEK`), the angle sweep and the prognosis."
         a3, a2 = self.accuracy_per_week()
-        prog = {k: v for k, v in self.prognosis().items() if k.startswith(('r_', 'rmse_'))}
-        return {'acc3d': a3, 'acc2d': a2, **self.sparse_study(), **prog}
+        prog = {k: v for k, v in self.prognosis().items() if k.startswith(('r_', 'rmse_', 'rel_'))}
+        week = min(EARLY_WEEK, self.config.weeks - 1) if week is None else week
+        return {'acc3d': a3, 'acc2d': a2, 'week': week, 'cues': self.cue_accuracies(week), **self.sparse_study(),
+                **prog}
 
     def snapshot(self) -> dict:
         "Cheap view: per-week slices of a tumour and a control mouse, one held-out reconstruction, morphometry."
@@ -1222,18 +1338,25 @@ class BoneMetExperiment(Experiment):
 
 make_experiment = BoneMetExperiment.from_preset
 
-# %% ../nbs/19_bonemet.ipynb #8dde424b
-# Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
-# Calibration 2026-12-02 (seeds 0, 1, 2 -> ablated seed 0), re-checked after the last change to FBP:
-ACC_LAST_MIN = 0.8          # Diag3D held-out accuracy at week 5 (1.0, 1.0, 1.0; ablated 0.458)
-ACC_WEEK0_MAX = 0.7         # ... at week 0, lesion-free: chance (0.5, 0.5, 0.5; sanity)
-RMSE_RATIO_MAX = 0.8        # RMSE ridge / RMSE last value, tumour mice (0.322, 0.507, 0.651; ablated 1.06)
-R_GAIN = 0.05               # finding: Pearson r of ridge above the last value's by this much (seed 2: -0.017)
-RISE_MIN = 0.7              # Spearman correlation of the accuracy with the week (0.941, 0.941, 0.926)
-FBP_DROP_MIN = 4.0          # dB, FBP at 260 angles - FBP at 13 angles (5.95, 5.89, 5.76)
-SART_GAIN_MIN = 2.0         # dB, SART-TV - FBP, 13 angles (3.53, 3.27, 3.13)
-LEARNED_GAIN_MIN = 2.5      # dB, learned post-processing - FBP, 13 angles (4.96, 3.88, 4.95)
-QUICK_RUN = dict(n_tumor=24, n_control=24, steps=150)
+# %% ../nbs/19_bonemet.ipynb #c78e9e99
+# Claim thresholds. Claims v3 (issue 42): the diagnosis and prognosis headlines and their thresholds were written and
+# committed before seeds 0-2 ran on the phantom without the group cue (only dev seed 10 was seen); the
+# reconstruction mechanisms keep the thresholds of the earlier version, which were moved after its seeds 0-2 ran.
+EARLY_WEEK = 2              # the earliest week at which the learned diagnosis works (dev seed 10: 3D 0.79-0.83)
+ACC_EARLY_MIN = Threshold(0.8, set='before')      # held-out accuracy at EARLY_WEEK (3D composite, 2D X-rays)
+REL_RMSE_MAX = Threshold(0.85, set='before')      # prognosis RMSE / spread of the truth, tumour mice (dev: 0.79)
+ACC_WEEK0_MAX = Threshold(0.7, set='before')      # sanity: lesion-free week 0 at chance
+RISE_MIN = Threshold(0.7, set='after seeds 0-2', earlier=None,
+                     note='the research note asks for a monotone rise within noise; 0.7 was chosen with the seeds')
+FBP_DROP_MIN = Threshold(4.0, set='after seeds 0-2', earlier=6.0,
+                         note='the note: >= 6 dB from 260 to 26 angles (measured 1.6); moved to 13 angles and 4 dB')
+SART_GAIN_MIN = Threshold(2.0, set='after seeds 0-2', earlier=2.0,
+                          note='the note: >= 2 dB at 26 angles; the angle count moved to 13 after the run')
+LEARNED_GAIN_MIN = Threshold(2.5, set='after seeds 0-2', earlier=2.0,
+                             note='the note: >= 2 dB at 26 angles; moved to 13 angles and 2.5 dB after the run')
+R_NOTE = 0.8               # finding: the research note's Pearson r of the prognosis
+REPRODUCED = {'3d': True, '2d': True, 'prognosis': True}     # as declared after seeds 0-2 (see the notebook)
+QUICK_RUN = dict(n_tumor=24, n_control=24, steps=200)
 FULL_RUN = dict()
 NOTES = [
     "Data: a seeded mouse-tibia phantom (48-px slices, 40 slices, weeks 0-5, 24 + 24 mice) instead of the real scans.",
@@ -1291,27 +1414,47 @@ def _rows(report: Report, res: dict):
     for k in ('fbp_260', 'fbp_52', 'fbp_26', 'fbp_13', 'sart_sparse', 'learned_sparse'):
         label = k.replace('_sparse', f'_{n}').replace('_', ' at ')
         report.add_row(f'reconstruction: {label} angles', psnr_db=ev[k])
-    report.add_row('prognosis: ridge (weeks 0-3)', pearson_r=ev['r_ridge'], rmse=ev['rmse_ridge'])
-    report.add_row('prognosis: last value (week 3)', pearson_r=ev['r_last'], rmse=ev['rmse_last'])
+    for k, v in sorted(ev['cues'].items(), key=lambda kv: -kv[1]):
+        report.add_row(f"diagnosis at week {ev['week']}: {k}", accuracy=v)
+    report.add_row('prognosis: ridge (weeks 0-3)', pearson_r=ev['r_ridge'], rmse=ev['rmse_ridge'],
+                   rmse_over_sd=ev['rel_ridge'])
+    report.add_row('prognosis: last value (week 3)', pearson_r=ev['r_last'], rmse=ev['rmse_last'],
+                   rmse_over_sd=ev['rel_last'])
+    for k, name in (('scaled_last', 'last value x fitted coefficient'), ('linear', 'linear extrapolation'),
+                    ('mean', 'training mean')):
+        report.add_row(f'prognosis: {name}', rmse=ev[f'rmse_{k}'], rmse_over_sd=ev[f'rel_{k}'])
 
 
 def _claims(report: Report, res: dict):
-    "Headlines (diagnosis at the last week, prognosis), then the mechanisms and the data-API sanity checks."
+    """Headlines (early diagnosis from 3D composites and from 2D X-rays, each against the radiomics baseline and the
+    cheap cues; prognosis against its naive predictors), then the mechanisms and the data-API sanity checks."""
     ev, n = res['eval'], res['eval']['n_sparse']
-    acc = ev['acc3d']
+    acc, wk, cues = ev['acc3d'], ev['week'], ev['cues']
+    radiomics = 'radiomics: logistic regression on morphometry'
+    nulls = sorted(cues.items())
     report.add_claim(Claim.compare(
-        f'3D diagnosis from the RoI composite: held-out accuracy at the last week (week {len(acc) - 1})', acc[-1],
-        '>=', ACC_LAST_MIN, kind='headline', control=('the same classifier at week 0 (no lesion yet)', acc[0]),
+        f'early diagnosis: 3D CNN on the RoI composites, held-out accuracy at week {wk} (the earliest week where it '
+        'works), against the radiomics baseline and one threshold on each cheap cue', acc[wk], '>=', ACC_EARLY_MIN,
+        kind='headline', control=(radiomics, cues[radiomics]), nulls=nulls, reproduced=REPRODUCED['3d'],
         paper='BoneMet enables diagnosis of bone metastasis from 3D images (no number reproducible here)'))
     report.add_claim(Claim.compare(
+        f'early diagnosis: 2D CNN on the rotation X-rays (13 angles, week k and its change from week 0), held-out '
+        f'accuracy at week {wk}, against the radiomics baseline and the cheap cues', ev['acc2d'][wk], '>=',
+        ACC_EARLY_MIN, kind='headline', control=(radiomics, cues[radiomics]), nulls=nulls,
+        reproduced=REPRODUCED['2d'], paper='BoneMet enables diagnosis from 2D X-ray images (no number reproducible here)'))
+    report.add_claim(Claim.compare(
         'prognosis of the week-5 bone-volume change of held-out tumour mice from weeks 0-3 morphometry: RMSE of the '
-        'ridge prediction (4-fold CV) / RMSE of the last value (the week-3 change)', ev['rmse_ridge'] / ev['rmse_last'],
-        '<=', RMSE_RATIO_MAX, kind='headline', control=('last value: RMSE', ev['rmse_last']),
+        'ridge prediction (4-fold CV) / spread (sd) of the truth', ev['rel_ridge'], '<=', REL_RMSE_MAX,
+        kind='headline', control=('last value x one fitted coefficient (same CV)', ev['rel_scaled_last']),
+        nulls=[('last value x one fitted coefficient (same CV)', ev['rel_scaled_last']),
+               ('last value (the week-3 change)', ev['rel_last']),
+               ('linear extrapolation of weeks 2-3', ev['rel_linear']),
+               ('training mean (same CV)', ev['rel_mean'])], reproduced=REPRODUCED['prognosis'],
         paper='BoneMet enables prognosis of bone deterioration (no number reproducible here)'))
     report.add_claim(Claim.compare(
         'diagnosis accuracy rises over the weeks: Spearman correlation of held-out accuracy and week',
         spearman(acc, range(len(acc))), '>=', RISE_MIN, kind='mechanism',
-        control=('2D single-slice classifier: the same correlation', spearman(ev['acc2d'], range(len(acc)))),
+        control=('2D X-ray classifier: the same correlation', spearman(ev['acc2d'], range(len(acc)))),
         paper='lesions grow over the weeks after inoculation'))
     report.add_claim(Claim.compare(
         f'sparse angles lose quality: FBP PSNR at 260 angles - at {n} angles (dB)', ev['fbp_260'] - ev['fbp_sparse'],
@@ -1338,19 +1481,13 @@ def _claims(report: Report, res: dict):
 
 def _findings(report: Report, res: dict):
     ev = res['eval']
-    if ev['r_ridge'] - ev['r_last'] < R_GAIN:
+    if ev['r_ridge'] < R_NOTE:
         report.add_finding(
-            f"prognosis: Pearson r of the ridge prediction above the last value's by at least {R_GAIN} (tumour mice; "
-            f"ridge {ev['r_ridge']:.3f}, last value {ev['r_last']:.3f})", round(ev['r_ridge'] - ev['r_last'], 3),
+            f"prognosis: Pearson r of the ridge prediction and the truth >= {R_NOTE} (the research note's criterion; "
+            f"tumour mice; last value: {ev['r_last']:.3f})", round(ev['r_ridge'], 3),
             paper='prognosis of bone deterioration from early weeks',
-            note='the ridge prediction has a much smaller error than the last value (the headline), but it does not '
-                 'always rank the mice better: how much more bone a lesion takes after week 3 depends on its '
-                 'growth rate and size, which weeks 0-3 show only in part')
-    report.add_finding(
-        '2D diagnosis from one RoI slice of one week (no baseline): held-out accuracy at the last week',
-        round(ev['acc2d'][-1], 3), paper='BoneMet enables diagnosis from 2D images',
-        note='a slice without the week-0 baseline shows a lesion only where it cuts the slice; the small 2D CNN '
-             'trained from scratch here stays near chance, while the 3D composite (week k against week 0) works')
+            note='how much more bone a lesion takes after week 3 depends on its growth rate and size, which weeks '
+                 '0-3 show only in part')
 
 
 def _figures(report: Report, res: dict):
@@ -1374,7 +1511,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/19_bonemet.ipynb #cba1a97e
+# %% ../nbs/19_bonemet.ipynb #3729227f
 def accuracy_week_figure(acc3d, acc2d=None, title: str = 'diagnosis of held-out mice vs week'):
     "Held-out accuracy per week, 3D composite and 2D slice classifiers, chance as a line."
     import plotly.graph_objects as go
@@ -1427,7 +1564,7 @@ def morphometry_figure(bv, tumor, title: str = 'RoI bone volume per mouse (ratio
                                  showlegend=i == (0 if t else int(np.argmin(tumor)))))
     return figure(*traces, title=title, xaxis_title='week', yaxis_title='BV / BV(week 0)')
 
-# %% ../nbs/19_bonemet.ipynb #4f57188a
+# %% ../nbs/19_bonemet.ipynb #97842ff1
 def slice_figure(view: dict, week: int, mouse: str = 'tumour'):
     "An axial slice of a mouse at `week` (attenuation, grey) with the bone resorbed since week 0 in red."
     import plotly.graph_objects as go
