@@ -1105,9 +1105,9 @@ def observed_masks(mouse: Mouse, roi: slice, noise: float, rng) -> np.ndarray:
     mu = np.stack([mouse.mu(w)[roi] for w in range(len(mouse.bone))])
     return (mu + rng.normal(0, noise, mu.shape)) > 0.6
 
-# %% ../nbs/19_bonemet.ipynb #c9d5f08d
+# %% ../nbs/19_bonemet.ipynb #e3085890
 class BoneMetExperiment(Experiment):
-    "Diagnosis (3D composites, 2D slices) and the learned sparse-angle reconstruction on a phantom cohort."
+    "Diagnosis (3D composites, 2D rotation X-rays) and the learned sparse-angle reconstruction on a phantom cohort."
     Config = BoneMetConfig
     name = 'bonemet'
     state_attrs = ('diag3d', 'diag2d', 'recon', 'opt')
