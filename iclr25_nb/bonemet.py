@@ -4,21 +4,22 @@
 
 # %% auto #0
 __all__ = ['log', 'PAPER', 'PAPER_ANGLES', 'BACKGROUND', 'RETAINED', 'FORMATION', 'RESORPTION', 'COMPOSITE_GREY', 'COMPONENTS',
-           'RECORDS', 'RECORD_FIELDS', 'MU_SCALE', 'HUB', 'HUB_REPO', 'make_experiment', 'ACC_LAST_MIN',
-           'ACC_WEEK0_MAX', 'RMSE_RATIO_MAX', 'R_GAIN', 'RISE_MIN', 'FBP_DROP_MIN', 'SART_GAIN_MIN', 'LEARNED_GAIN_MIN',
-           'QUICK_RUN', 'FULL_RUN', 'NOTES', 'Mouse', 'lesion_radius', 'make_mouse', 'Cohort', 'simulate_cohort',
-           'radon', 'radon_adjoint', 'ramp_filter', 'angle_weights', 'backproject', 'fbp', 'tv_grad', 'sart', 'psnr',
-           'sparse_angles', 'noisy_sinogram', 'rotation_xray', 'bone_volume', 'cortical_thickness', 'trabecular_number',
-           'pmoi', 'morphometry', 'make_composite', 'find_tf_junction', 'write_stack', 'read_png', 'read_stack',
-           'write_records', 'load_records', 'BoneMetDataset', 'download', 'rigid_warp', 'rigid_register',
-           'compose_rigid', 'ReconCTSegmentation', 'CTRegistration', 'mkcomposite', 'RoICompositeCropper',
-           'acquisition_pose', 'make_hindlimb', 'cohort_records', 'write_dataset', 'Diag3D', 'Diag2D', 'SparseReconNet',
-           'ridge_fit', 'ridge_predict', 'prognosis_features', 'prognosis_cv', 'pearson', 'BoneMetConfig',
-           'observed_masks', 'BoneMetExperiment', 'spearman', 'check_time_filter', 'reproduce', 'accuracy_week_figure',
-           'psnr_angles_figure', 'prognosis_figure', 'morphometry_figure', 'slice_figure', 'recon_figure',
-           'explorer_render', 'explorer']
+           'RECORDS', 'RECORD_FIELDS', 'MU_SCALE', 'HUB', 'HUB_REPO', 'make_experiment', 'EARLY_WEEK', 'ACC_EARLY_MIN',
+           'REL_RMSE_MAX', 'ACC_WEEK0_MAX', 'RISE_MIN', 'FBP_DROP_MIN', 'SART_GAIN_MIN', 'LEARNED_GAIN_MIN', 'R_NOTE',
+           'REPRODUCED', 'SCORECARD', 'QUICK_RUN', 'FULL_RUN', 'NOTES', 'Mouse', 'lesion_radius', 'make_mouse',
+           'Cohort', 'mouse_ids', 'simulate_cohort', 'radon', 'radon_adjoint', 'ramp_filter', 'angle_weights',
+           'backproject', 'fbp', 'tv_grad', 'sart', 'psnr', 'sparse_angles', 'noisy_sinogram', 'rotation_xray',
+           'bone_volume', 'cortical_thickness', 'trabecular_number', 'pmoi', 'morphometry', 'make_composite',
+           'find_tf_junction', 'write_stack', 'read_png', 'read_stack', 'write_records', 'load_records',
+           'BoneMetDataset', 'download', 'rigid_warp', 'rigid_register', 'compose_rigid', 'ReconCTSegmentation',
+           'CTRegistration', 'mkcomposite', 'RoICompositeCropper', 'acquisition_pose', 'make_hindlimb',
+           'cohort_records', 'write_dataset', 'Diag3D', 'Diag2D', 'SparseReconNet', 'ridge_fit', 'ridge_predict',
+           'prognosis_features', 'prognosis_cv', 'pearson', 'stump_accuracy', 'radiomics_features', 'logistic_fit',
+           'logistic_predict', 'BoneMetConfig', 'observed_masks', 'BoneMetExperiment', 'spearman', 'check_time_filter',
+           'reproduce', 'accuracy_week_figure', 'psnr_angles_figure', 'prognosis_figure', 'morphometry_figure',
+           'slice_figure', 'recon_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/19_bonemet.ipynb #a58f77ae
+# %% ../nbs/19_bonemet.ipynb #6c970e72
 import csv
 import json
 import logging
@@ -32,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,13 @@ PAPER = dict(number=19, name='bonemet',
                    'diagnosis and prognosis',
              authors='Chu et al.', code='https://github.com/Tiankuo528/BoneMet',
              field='medical imaging, datasets',
-             ablation='lesions = False: the phantom tumour mice get no osteolytic lesions (tumour = control)')
+             ablation='lesions = False: the phantom tumour mice get no osteolytic lesion; nothing else tells the '
+                      'groups apart (a tumour mouse is then the control mouse of the same id, voxel for voxel)')
 
 # The paper's rotation X-ray protocol: 260 projections 0.8 degrees apart, from 0 to 207.2 degrees (a short scan).
 PAPER_ANGLES = np.arange(260) * 0.8
 
-# %% ../nbs/19_bonemet.ipynb #5debecb9
+# %% ../nbs/19_bonemet.ipynb #bf97a72b
 def _bandpass_noise(shape, rng, low: float = 0.8, high: float = 2.0) -> np.ndarray:
     "Band-passed white noise (difference of Gaussians), zero mean and unit variance."
     from scipy.ndimage import gaussian_filter
@@ -80,7 +82,7 @@ def lesion_radius(t, r_max: float, k: float, t0: float):
     "Logistic lesion growth r(t) = r_max / (1 + exp(-k (t - t0)))."
     return r_max / (1 + np.exp(-k * (np.asarray(t, float) - t0)))
 
-
+# %% ../nbs/19_bonemet.ipynb #d76a15b2
 def make_mouse(id: int, tumor: bool, weeks: int = 6, shape=(40, 48, 48), seed: int = 0, lesions: bool = True,
                remodel: float = 0.03) -> Mouse:
     "A seeded phantom mouse tibia over `weeks` weeks (week 0 = baseline). `lesions=False` gives a tumour mouse none."
@@ -124,7 +126,7 @@ def make_mouse(id: int, tumor: bool, weeks: int = 6, shape=(40, 48, 48), seed: i
     u_loss, u_rim = rng.random(shape), rng.random(shape)
     trab_prev = None
     for t in range(weeks):
-        gain = 0.0 if tumor else 0.01 * t                                    # controls thicken a little
+        gain = 0.01 * t                                                      # every mouse thickens a little
         trab = marrow & ~plate & (noise > thr - gain * 2)
         if trab_prev is not None and remodel > 0:                            # weekly remodelling of the surface
             flip = rng.random(shape) < remodel
@@ -149,7 +151,7 @@ def make_mouse(id: int, tumor: bool, weeks: int = 6, shape=(40, 48, 48), seed: i
     return Mouse(id, bool(tumor), np.stack(bone), soft | outer | fibula, plate, cortex, tf_z, lesion,
                  np.stack(lmask))
 
-
+# %% ../nbs/19_bonemet.ipynb #a12804f6
 @dataclass
 class Cohort:
     "Phantom mice of one study: `mice` (tumour first), `weeks`, voxel size (mm) and the RoI slices."
@@ -166,20 +168,26 @@ class Cohort:
         tf = self.mice[i].tf_z
         return slice(tf, tf + self.n_roi)
 
+# %% ../nbs/19_bonemet.ipynb #01601e94
+def mouse_ids(n: int, seed: int = 0) -> np.ndarray:
+    "Ids of `n` mice (100..100+n-1, shuffled by `seed`): the id says nothing about the group."
+    return 100 + np.random.default_rng([seed, 99]).permutation(n)
 
+# %% ../nbs/19_bonemet.ipynb #b900196c
 def simulate_cohort(n_tumor: int = 4, n_control: int = 4, weeks: int = 6, seed: int = 0, shape=(40, 48, 48),
                     lesions: bool = True, n_roi: int = 16, voxel: float = 0.02) -> Cohort:
-    "A seeded phantom cohort: `n_tumor` tumour mice (ids 0..) then `n_control` controls, weeks 0..weeks-1."
+    "A seeded phantom cohort: `n_tumor` tumour mice then `n_control` controls (shuffled ids), weeks 0..weeks-1."
     if n_tumor < 0 or n_control < 0 or n_tumor + n_control == 0:
         raise ValueError(f'simulate_cohort needs at least one mouse (got n_tumor={n_tumor}, n_control={n_control})')
     if weeks < 1: raise ValueError(f'simulate_cohort needs weeks >= 1 (got {weeks})')
-    mice = [make_mouse(i, i < n_tumor, weeks, shape, seed, lesions) for i in range(n_tumor + n_control)]
+    ids = mouse_ids(n_tumor + n_control, seed)
+    mice = [make_mouse(int(ids[i]), i < n_tumor, weeks, shape, seed, lesions) for i in range(n_tumor + n_control)]
     c = Cohort(mice, weeks, voxel, n_roi)
     if max(m.tf_z for m in mice) + n_roi > shape[0]:
         raise ValueError(f'n_roi={n_roi} slices below the junction do not fit in {shape[0]} slices')
     return c
 
-# %% ../nbs/19_bonemet.ipynb #f83b1bb0
+# %% ../nbs/19_bonemet.ipynb #9a8968b0
 def _as_tensor(x, dtype=torch.float32) -> torch.Tensor:
     return x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x), dtype=dtype)
 
@@ -214,7 +222,7 @@ def radon(image, angles, chunk: int = 64) -> torch.Tensor:
     sino = torch.cat(out, 0).permute(1, 2, 0)                                  # (B, N, A)
     return sino.reshape(*batch, n, len(th))
 
-
+# %% ../nbs/19_bonemet.ipynb #03759f9b
 def radon_adjoint(sinogram, angles) -> torch.Tensor:
     "The exact adjoint R^T of `radon` (vector-Jacobian product): sinogram (..., N, A) -> image (..., N, N)."
     g = _as_tensor(sinogram)
@@ -224,7 +232,7 @@ def radon_adjoint(sinogram, angles) -> torch.Tensor:
         (out,) = torch.autograd.grad(radon(x, angles), x, g.detach())
     return out
 
-
+# %% ../nbs/19_bonemet.ipynb #0aa19e20
 def ramp_filter(size: int, filter: str = 'ramp', dtype=torch.float32) -> torch.Tensor:
     """Frequency response (size,) of the FBP filter: the discrete ramp built in space (h[0] = 1/4,
     h[k odd] = -1/(pi k)^2), times a window: 'ramp', 'shepp-logan' (sinc), 'cosine', 'hann' or None (no filter)."""
@@ -242,7 +250,7 @@ def ramp_filter(size: int, filter: str = 'ramp', dtype=torch.float32) -> torch.T
         raise ValueError(f"filter must be 'ramp', 'shepp-logan', 'cosine', 'hann' or None, got {filter!r}")
     return torch.as_tensor(H, dtype=dtype)
 
-
+# %% ../nbs/19_bonemet.ipynb #0c082c39
 def angle_weights(angles) -> np.ndarray:
     """Weights w_i * dtheta_i (radians) that count every direction once: dtheta = the angle step (uniform angles),
     halved on angles seen twice over a short scan (theta and theta + 180 both measured)."""
@@ -254,7 +262,7 @@ def angle_weights(angles) -> np.ndarray:
     twice = (th + 180 <= hi + 1e-9) | (th - 180 >= lo - 1e-9)
     return np.where(twice, 0.5, 1.0) * np.deg2rad(step)
 
-
+# %% ../nbs/19_bonemet.ipynb #960155c8
 def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 64) -> torch.Tensor:
     """Pixel-driven back-projection (linear interpolation) of projections q (..., M, A) at `angles` (degrees) onto
     slices (..., size, size) (default size M): sum_i weights_i q_i(y' cos - x' sin), zero outside the circle. The
@@ -283,7 +291,7 @@ def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 6
     out = out.reshape(-1, n, n) * ((xr ** 2 + yc ** 2) <= c ** 2)
     return out.reshape(*q.shape[:-2], n, n)
 
-
+# %% ../nbs/19_bonemet.ipynb #76aa1f29
 def fbp(sinogram, angles, filter: str = 'ramp') -> torch.Tensor:
     """Filtered back-projection of sinograms (..., N, A) at `angles` (degrees) -> slices (..., N, N); with uniform
     angles over 180 degrees it equals `skimage.transform.iradon(circle=True)`. The sinogram is zero-padded to the
@@ -300,7 +308,7 @@ def fbp(sinogram, angles, filter: str = 'ramp') -> torch.Tensor:
     q = torch.fft.ifft(G * ramp_filter(size, filter, g.dtype).to(g.device), dim=-1).real[..., :diag]
     return backproject(q.transpose(-1, -2), angles, torch.as_tensor(angle_weights(angles) / 2, dtype=g.dtype), n)
 
-# %% ../nbs/19_bonemet.ipynb #d800570f
+# %% ../nbs/19_bonemet.ipynb #a388cb29
 def tv_grad(f: torch.Tensor, eps: float = 1e-2) -> torch.Tensor:
     "Gradient of the smoothed isotropic total variation sum sqrt(|grad f|^2 + eps^2) of slices (..., N, N)."
     with torch.enable_grad():
@@ -311,7 +319,7 @@ def tv_grad(f: torch.Tensor, eps: float = 1e-2) -> torch.Tensor:
         (g,) = torch.autograd.grad(tv, x)
     return g
 
-
+# %% ../nbs/19_bonemet.ipynb #1b579221
 @torch.no_grad()
 def sart(sinogram, angles, n_iter: int = 30, relax: float = 1.0, tv_weight: float = 0.002, x0=None,
          nonneg: bool = True) -> torch.Tensor:
@@ -338,30 +346,30 @@ def psnr(estimate, truth, data_range: float = 1.0, mask=None) -> float:
     mse = float(d[_as_tensor(mask).bool().expand_as(d)].mean()) if mask is not None else float(d.mean())
     return 10 * math.log10(data_range ** 2 / max(mse, 1e-20))
 
-
+# %% ../nbs/19_bonemet.ipynb #ea852dbf
 def sparse_angles(every: int, angles=PAPER_ANGLES) -> np.ndarray:
     "Every `every`-th angle of the paper's 260 (every=10: 26 angles, 8 degrees apart)."
     return np.asarray(angles)[::every]
 
-# %% ../nbs/19_bonemet.ipynb #d239e7e3
+# %% ../nbs/19_bonemet.ipynb #a8917605
 def noisy_sinogram(sino: torch.Tensor, I0: float = 2e4, scale: float = 0.1, generator=None) -> torch.Tensor:
     "Photon noise on line integrals: I ~ Poisson(I0 exp(-scale p)), returned as -log(I / I0) / scale."
     counts = torch.poisson(I0 * torch.exp(-scale * sino.clamp(min=0)), generator=generator).clamp(min=1)
     return -torch.log(counts / I0) / scale
 
-
+# %% ../nbs/19_bonemet.ipynb #4d3cde4f
 def rotation_xray(volume, angles=PAPER_ANGLES, I0: float | None = 2e4, scale: float = 0.1, seed: int = 0):
     "Rotation X-ray projections of an attenuation volume (Z, N, N): (A, Z, N), one image per angle."
     sino = radon(_as_tensor(volume), angles)                                   # (Z, N, A)
     if I0 is not None: sino = noisy_sinogram(sino, I0, scale, torch.Generator().manual_seed(seed))
     return sino.permute(2, 0, 1).contiguous()
 
-# %% ../nbs/19_bonemet.ipynb #56b17861
+# %% ../nbs/19_bonemet.ipynb #9e898a95
 def bone_volume(mask, voxel: float = 0.02) -> float:
     "Bone volume BV = voxel^3 * (number of bone voxels), in mm^3."
     return float(np.asarray(mask, bool).sum()) * voxel ** 3
 
-
+# %% ../nbs/19_bonemet.ipynb #cfdd94c0
 def cortical_thickness(mask, voxel: float = 0.02) -> float:
     "Mean wall thickness (mm) of a shell (Z, Y, X) slice by slice: 2 * (distance on the medial ridge) - 1 voxels."
     from scipy.ndimage import distance_transform_edt, maximum_filter
@@ -374,7 +382,7 @@ def cortical_thickness(mask, voxel: float = 0.02) -> float:
     if not vals: return 0.0
     return float((2 * np.concatenate(vals).mean() - 1) * voxel)
 
-
+# %% ../nbs/19_bonemet.ipynb #c2a301c2
 def trabecular_number(mask, voxel: float = 0.02, tv=None, axes=(0, 1, 2)) -> float:
     "Tb.N (1/mm): bone runs along `axes` per mm of line inside the tissue volume `tv` (default: all voxels)."
     b = np.asarray(mask, bool)
@@ -387,7 +395,7 @@ def trabecular_number(mask, voxel: float = 0.02, tv=None, axes=(0, 1, 2)) -> flo
         length += int(tv.sum())
     return float(runs / (length * voxel)) if length else 0.0
 
-
+# %% ../nbs/19_bonemet.ipynb #3ce0a464
 def pmoi(mask, voxel: float = 0.02) -> float:
     "Polar moment of inertia (mm^4) of each cross-section (Y, X) about its centroid, mean over the slices."
     vals = []
@@ -398,7 +406,7 @@ def pmoi(mask, voxel: float = 0.02) -> float:
         vals.append((r2.sum() * voxel ** 2 + len(y) * voxel ** 2 / 6) * voxel ** 2)
     return float(np.mean(vals)) if vals else 0.0
 
-
+# %% ../nbs/19_bonemet.ipynb #eb7dec59
 def morphometry(mask, voxel: float = 0.02, cortex=None, marrow=None) -> dict:
     """BV (mm^3), Ct.Th (mm), Tb.N (1/mm) and pMOI (mm^4) of a bone mask (Z, Y, X); with the week-0 `cortex`, Ct.Th
     is measured on the bone left of it and Tb.N on the bone inside it (the marrow space as tissue volume; pass
@@ -413,7 +421,7 @@ def morphometry(mask, voxel: float = 0.02, cortex=None, marrow=None) -> dict:
     return {'BV': bone_volume(mask, voxel), 'Ct.Th': cortical_thickness(mask & cortex, voxel),
             'Tb.N': trabecular_number(mask & marrow, voxel, tv=marrow), 'pMOI': pmoi(mask, voxel)}
 
-# %% ../nbs/19_bonemet.ipynb #f0cec1ed
+# %% ../nbs/19_bonemet.ipynb #1211f3fb
 BACKGROUND, RETAINED, FORMATION, RESORPTION = 0, 1, 2, 3
 COMPOSITE_GREY = {BACKGROUND: 0, RETAINED: 170, FORMATION: 255, RESORPTION: 85}   # grey codes of the RoI-CT PNGs
 
@@ -426,7 +434,7 @@ def make_composite(week0_mask, weekk_mask) -> np.ndarray:
     out[a & b], out[~a & b], out[a & ~b] = RETAINED, FORMATION, RESORPTION
     return out
 
-
+# %% ../nbs/19_bonemet.ipynb #f0e39264
 def find_tf_junction(mask, min_area: int = 5, start: int = 0) -> int:
     """First slice at or after `start` whose bone mask (Z, Y, X), holes filled (the marrow and its trabeculae join
     the cortex), has two components of at least `min_area` pixels: the fibula has separated from the tibia."""
@@ -436,7 +444,7 @@ def find_tf_junction(mask, min_area: int = 5, start: int = 0) -> int:
         if n >= 2 and (np.bincount(lab.ravel())[1:] >= min_area).sum() >= 2: return z
     raise ValueError('find_tf_junction: no slice where the fibula separates from the tibia')
 
-# %% ../nbs/19_bonemet.ipynb #e6c82f1c
+# %% ../nbs/19_bonemet.ipynb #83a462a0
 COMPONENTS = {   # component: (folder, mouse-folder pattern with {id} and {side}, file prefix)
     'rotation_xray': ('1. Rotation-X-ray', '{id}', 'xray_'),
     'recon_ct': ('2. Recon-CT', '{id}', 'ct_slice_'),
@@ -498,7 +506,7 @@ def read_stack(folder, prefix: str = '') -> np.ndarray:
             raise ValueError(f'{p}: shape {im.shape} differs from the stack\'s {ims[0].shape}')
     return np.stack(ims)
 
-
+# %% ../nbs/19_bonemet.ipynb #f48dda25
 def write_records(path, rows: list) -> Path:
     "Write MiceMediRec rows (dicts with `RECORD_FIELDS`) as CSV."
     path = Path(path)
@@ -514,7 +522,16 @@ def load_records(path) -> list:
     "MiceMediRec rows from `record.csv`: numbers parsed, required columns checked; ValueError naming file and row."
     path = Path(path)
     if not path.is_file(): raise ValueError(f'{path}: no such file')
-    with open(path, newline='') as f:
+    try:
+        return _read_records(path)
+    except UnicodeDecodeError as e:
+        raise ValueError(f'{path}: not UTF-8 text ({e.reason} at byte {e.start})') from None
+    except csv.Error as e:
+        raise ValueError(f'{path}: not a readable CSV file ({e})') from None
+
+
+def _read_records(path: Path) -> list:
+    with open(path, newline='', encoding='utf-8') as f:
         reader = csv.DictReader(f)
         missing = [k for k in ('mouse_id', 'week', 'group') if k not in (reader.fieldnames or [])]
         if missing: raise ValueError(f'{path}: missing column(s) {missing}')
@@ -535,7 +552,7 @@ def load_records(path) -> list:
             rows.append(out)
     return rows
 
-# %% ../nbs/19_bonemet.ipynb #f9ff5be7
+# %% ../nbs/19_bonemet.ipynb #ab0b963f
 class BoneMetDataset(torch.utils.data.Dataset):
     """One component of a BoneMet tree under `root` (the folder holding `Imagery_Dataset`), filtered by `mice`,
     `side` ('left', 'right' or None for both) and `weeks` (the time frame: a list, a range or None for all). Each
@@ -594,7 +611,7 @@ class BoneMetDataset(torch.utils.data.Dataset):
             image = torch.as_tensor(stack.astype(np.float32) / float(np.iinfo(stack.dtype).max))
         return {'image': image, 'mouse': mid, 'side': sd, 'week': wk, 'label': self.labels.get(mid, -1)}
 
-# %% ../nbs/19_bonemet.ipynb #270d45ad
+# %% ../nbs/19_bonemet.ipynb #c016e787
 HUB = 'https://huggingface.co'
 HUB_REPO = 'BoneMet/BoneMet'
 
@@ -635,7 +652,7 @@ def download(root, component: str = 'roi_ct', mice=(851,), weeks=(0,), side: str
         out.append(dest)
     return out
 
-# %% ../nbs/19_bonemet.ipynb #4e308f9e
+# %% ../nbs/19_bonemet.ipynb #4c31ec23
 def rigid_warp(volume, angle, shift) -> torch.Tensor:
     """Resample a volume (Z, Y, X) at T(p) = R_angle (p - c) + c + shift: `angle` (radians) rotates the (y, x)
     plane about the z axis, `shift` = (dz, dy, dx) voxels. Trilinear, zero outside; differentiable in the
@@ -667,7 +684,7 @@ def _phase_shift(fixed: torch.Tensor, moving: torch.Tensor) -> torch.Tensor:
     d = torch.where(d > n / 2, d - n, d)
     return -d
 
-
+# %% ../nbs/19_bonemet.ipynb #99af7ff8
 def rigid_register(moving, fixed, angles=None, iters: int = 150, lr: float = 0.1, sigma: float = 1.0) -> dict:
     """Rigid registration of `moving` onto `fixed` (Z, Y, X): a sweep over candidate `angles` (radians; default
     -pi/8..pi/8) with phase-correlation shifts, then Adam on (angle, shift) for the squared error of smoothed
@@ -709,7 +726,7 @@ def compose_rigid(first: dict, second: dict) -> dict:
     rs2 = np.array([s2[0], c * s2[1] - s * s2[2], s * s2[1] + c * s2[2]])
     return {'angle': a1 + a2, 'shift': (rs2 + s1).tolist()}
 
-# %% ../nbs/19_bonemet.ipynb #f852e7ac
+# %% ../nbs/19_bonemet.ipynb #99167bef
 def _bone_threshold(stack: np.ndarray) -> float:
     return 0.6 * MU_SCALE * (1 if stack.max() > 1 else 1 / 255)
 
@@ -771,12 +788,13 @@ class ReconCTSegmentation:
 class CTRegistration:
     """BoneMet API 2: rigid registration of tibia stacks to a reference. Config keys: `workspace`, `outputdir`,
     `refdir` (a reference stack folder, or None), `img_z_range` / `ref_z_range` ((start, stop) slices used for the
-    fit, or None), `initial_transform_angles` (radians), `BASELINE_REG` (True: register to week 0 of the same
-    mouse when `refdir` is None)."""
+    fit, or None), `initial_transform_angles` (radians; default the README's sweep pi * i / 16 for i in [-16, 10)),
+    `BASELINE_REG` (True: register to week 0 of the same mouse when `refdir` is None). Departure: the rigid
+    transform rotates about the long (z) axis only (SimpleITK's Euler3D also tilts)."""
 
     def __init__(self, config: dict):
         self.config = {'refdir': None, 'img_z_range': None, 'ref_z_range': None, 'BASELINE_REG': True,
-                       'initial_transform_angles': [np.pi * i / 16 for i in range(-3, 4)], **config}
+                       'initial_transform_angles': [np.pi * i / 16 for i in range(-16, 10)], **config}
 
     def register_ct(self, input_folder, ct_id: str, week: int, output_folder=None, prefix: str = 'segmented_ct_'):
         "Register `input_folder/<ct_id>/week <week>`; write the stack and transform.json under `output_folder`."
@@ -803,7 +821,7 @@ class CTRegistration:
         "register_ct for every id in `ct_ids`: {id: transform}."
         return {i: self.register_ct(input_folder, i, week, output_folder)[0] for i in ct_ids}
 
-
+# %% ../nbs/19_bonemet.ipynb #a6c8c37d
 def mkcomposite(week0_folder, weekk_folder, output_folder=None, prefix0: str = 'registered_ct_',
                 prefixk: str = 'registered_ct_') -> np.ndarray:
     "Composite (labels) of two registered stacks thresholded at bone; written with the grey codes when asked."
@@ -814,7 +832,7 @@ def mkcomposite(week0_folder, weekk_folder, output_folder=None, prefix0: str = '
         write_stack(output_folder, 'composite_', lut[comp])
     return comp
 
-
+# %% ../nbs/19_bonemet.ipynb #4b6868ce
 class RoICompositeCropper:
     """BoneMet API 3: crop `n_roi` slices (300 in the paper) from the tibia-fibula junction of composite stacks.
     Config keys: `foldername`, `first_slice_selected`, `last_slice_selected`,
@@ -845,14 +863,14 @@ class RoICompositeCropper:
             write_stack(output_folder, 'ROI_ct_', np.array([COMPOSITE_GREY[i] for i in range(4)], np.uint8)[roi])
         return tf + first, roi
 
-# %% ../nbs/19_bonemet.ipynb #c0a95105
+# %% ../nbs/19_bonemet.ipynb #caaa0ca8
 def acquisition_pose(mouse_id: int, week: int, seed: int = 0) -> dict:
     "The random rigid pose of a scan: rotation (rad, up to 8 degrees) about z and shift (dz, dy, dx) up to 2 voxels."
     if week == 0: return {'angle': 0.0, 'shift': [0.0, 0.0, 0.0]}
     rng = np.random.default_rng([seed, mouse_id, week, 7])
     return {'angle': float(np.deg2rad(rng.uniform(-8, 8))), 'shift': rng.uniform(-2, 2, 3).round(2).tolist()}
 
-
+# %% ../nbs/19_bonemet.ipynb #627cd408
 def make_hindlimb(tibia: np.ndarray) -> np.ndarray:
     "A hindlimb scan (Z', N, 2N + 4) of attenuation: spine block, two femurs, the tibia and its mirror, gaps between."
     Z, N, _ = tibia.shape
@@ -864,7 +882,7 @@ def make_hindlimb(tibia: np.ndarray) -> np.ndarray:
     gap = np.zeros((2, N, 2 * N + 4))
     return np.concatenate([spine, gap, leg(np.repeat(femur[None], 10, 0)), gap, leg(tibia)], 0).astype(np.float32)
 
-
+# %% ../nbs/19_bonemet.ipynb #82dcd1b8
 def cohort_records(cohort: Cohort) -> list:
     "MiceMediRec rows per (mouse, week): group, a few plausible record fields and the RoI morphometry."
     rows = []
@@ -885,7 +903,7 @@ def cohort_records(cohort: Cohort) -> list:
                          'stiffness_N_per_m': round(2e7 * mo['pMOI'], 3)})
     return rows
 
-
+# %% ../nbs/19_bonemet.ipynb #f0dd7ed0
 def write_dataset(cohort: Cohort, root, mice=None, weeks=None, n_proj: int = 13, seed: int = 0) -> Path:
     """Write `cohort` (or the `mice` indices x `weeks`) into the BoneMet tree under `root`: rotation X-rays
     (`n_proj` of the paper's angles, evenly spread), Recon-CT hindlimbs, Seg-CT / Regist-CT tibiae, RoI-CT
@@ -921,7 +939,7 @@ def write_dataset(cohort: Cohort, root, mice=None, weeks=None, n_proj: int = 13,
                                    {cohort.mice[i].id for i in mice} and r['week'] in set(weeks)])
     return root
 
-# %% ../nbs/19_bonemet.ipynb #b683a3ed
+# %% ../nbs/19_bonemet.ipynb #ea472527
 class Diag3D(nn.Module):
     "3D CNN on one-hot RoI composites (B, 3, Z, Y, X) -> tumour logit (B,)."
     def __init__(self, width: int = 8):
@@ -933,19 +951,20 @@ class Diag3D(nn.Module):
 
     def forward(self, x): return self.head(self.net(x).flatten(1))[:, 0]
 
-
+# %% ../nbs/19_bonemet.ipynb #a8678d40
 class Diag2D(nn.Module):
-    "2D CNN on one slice (B, 1, Y, X) -> tumour logit (B,)."
-    def __init__(self, width: int = 8):
+    """2D CNN on rotation X-rays (B, 2, Z, N): the projection of week k and its difference from week 0 at the same
+    angle -> tumour logit (B,)."""
+    def __init__(self, width: int = 8, channels: int = 2):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(1, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        self.net = nn.Sequential(nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                  nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                  nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(1))
         self.head = nn.Linear(2 * width, 1)
 
     def forward(self, x): return self.head(self.net(x).flatten(1))[:, 0]
 
-
+# %% ../nbs/19_bonemet.ipynb #63767e10
 class SparseReconNet(nn.Module):
     "FBP post-processing: x + U(x) with a two-level U-Net U on slices (B, 1, N, N), N even."
     def __init__(self, width: int = 16):
@@ -961,7 +980,7 @@ class SparseReconNet(nn.Module):
         e2 = self.enc2(F.max_pool2d(e1, 2))
         return x + self.dec(torch.cat([e1, self.up(e2)], 1))
 
-# %% ../nbs/19_bonemet.ipynb #903aa848
+# %% ../nbs/19_bonemet.ipynb #99581efb
 def ridge_fit(X: np.ndarray, y: np.ndarray, alpha: float = 1.0):
     "Ridge regression on standardised features: (mean, scale, weights, intercept)."
     mu, sd = X.mean(0), X.std(0) + 1e-9
@@ -974,27 +993,33 @@ def ridge_predict(model, X: np.ndarray) -> np.ndarray:
     mu, sd, w, b = model
     return (X - mu) / sd @ w + b
 
-
+# %% ../nbs/19_bonemet.ipynb #08487194
 def prognosis_features(morph: np.ndarray, early_weeks: int = 4) -> np.ndarray:
     "Features from morphometry (mice, weeks, 4): ratios to week 0 minus 1 of every measure, weeks 1..early-1."
     ratio = morph[:, 1:early_weeks] / morph[:, :1] - 1
     return ratio.reshape(len(morph), -1)
 
-
+# %% ../nbs/19_bonemet.ipynb #751a1e3c
 def prognosis_cv(morph: np.ndarray, early_weeks: int = 4, target_week: int = 5, folds: int = 4, alpha: float = 1.0,
                  seed: int = 0) -> dict:
     """Cross-validated prognosis of the BV change at `target_week` (ratio to week 0 minus 1) from weeks
     0..early_weeks-1; predictions of ridge and of the last value (the BV change at week early_weeks-1)."""
     X = prognosis_features(morph, early_weeks)
     y = morph[:, target_week, 0] / morph[:, 0, 0] - 1
-    last = morph[:, early_weeks - 1, 0] / morph[:, 0, 0] - 1
-    pred = np.zeros_like(y)
+    ratio = morph[:, :early_weeks, 0] / morph[:, :1, 0] - 1
+    last = ratio[:, -1]
+    slope = ratio[:, -1] - ratio[:, -2] if early_weeks >= 2 else np.zeros_like(last)
+    pred, scaled, mean = np.zeros_like(y), np.zeros_like(y), np.zeros_like(y)
     order = np.random.default_rng(seed).permutation(len(y))
     for f in range(folds):
         test = order[f::folds]
         train = np.setdiff1d(order, test)
         pred[test] = ridge_predict(ridge_fit(X[train], y[train], alpha), X[test])
-    return {'truth': y, 'ridge': pred, 'last': last}
+        coef = float(last[train] @ y[train] / max(float(last[train] @ last[train]), 1e-12))
+        scaled[test] = coef * last[test]
+        mean[test] = y[train].mean()
+    linear = last + (target_week - (early_weeks - 1)) * slope
+    return {'truth': y, 'ridge': pred, 'last': last, 'scaled_last': scaled, 'mean': mean, 'linear': linear}
 
 
 def pearson(a, b) -> float:
@@ -1002,7 +1027,47 @@ def pearson(a, b) -> float:
     if a.std() < 1e-12 or b.std() < 1e-12: return 0.0
     return float(np.corrcoef(a, b)[0, 1])
 
-# %% ../nbs/19_bonemet.ipynb #2ebd3f09
+# %% ../nbs/19_bonemet.ipynb #80d3b245
+def stump_accuracy(x_train, y_train, x_test, y_test) -> float:
+    """Held-out accuracy of one threshold on a scalar cue: the threshold and direction with the best training
+    accuracy (cuts midway between the training values), applied to the test values."""
+    x_train, x_test = np.asarray(x_train, float), np.asarray(x_test, float)
+    y_train, y_test = np.asarray(y_train).astype(bool), np.asarray(y_test).astype(bool)
+    v = np.unique(x_train)
+    cuts = np.concatenate([[v[0] - 1], (v[:-1] + v[1:]) / 2, [v[-1] + 1]])
+    acc = np.array([[np.mean((s * (x_train - t) > 0) == y_train) for t in cuts] for s in (1, -1)])
+    s, j = np.unravel_index(int(acc.argmax()), acc.shape)
+    return float(np.mean(((1, -1)[s] * (x_test - cuts[j]) > 0) == y_test))
+
+# %% ../nbs/19_bonemet.ipynb #6d54fee0
+def radiomics_features(morph: np.ndarray, week: int) -> np.ndarray:
+    "Standard morphometry of every mouse at `week` (BV, Ct.Th, Tb.N, pMOI) and its ratios to week 0: (mice, 8)."
+    return np.concatenate([morph[:, week], morph[:, week] / morph[:, 0]], 1)
+
+# %% ../nbs/19_bonemet.ipynb #84ebb8a0
+def logistic_fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 50):
+    "L2-penalised logistic regression on standardised features by Newton's method: (mean, scale, weights, bias)."
+    mu, sd = X.mean(0), X.std(0) + 1e-9
+    Z = np.concatenate([(X - mu) / sd, np.ones((len(X), 1))], 1)
+    y = np.asarray(y, float)
+    w = np.zeros(Z.shape[1])
+    reg = l2 * np.eye(Z.shape[1]); reg[-1, -1] = 0
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-np.clip(Z @ w, -30, 30)))
+        g = Z.T @ (p - y) + reg @ w
+        H = (Z * (p * (1 - p))[:, None]).T @ Z + reg + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(H, g)
+        w -= step
+        if np.abs(step).max() < 1e-8: break
+    return mu, sd, w[:-1], w[-1]
+
+
+def logistic_predict(model, X: np.ndarray) -> np.ndarray:
+    "Class (0 / 1) of each row of X under a `logistic_fit` model."
+    mu, sd, w, b = model
+    return ((X - mu) / sd @ w + b > 0).astype(int)
+
+# %% ../nbs/19_bonemet.ipynb #919b47d4
 @dataclass
 class BoneMetConfig(ConfigBase):
     "A phantom BoneMet study. Defaults are the quick preset; `_full` the CPU-sized full one."
@@ -1017,6 +1082,8 @@ class BoneMetConfig(ConfigBase):
     angles_every: int = bound(20, ge=1)      # sparse angles: every k-th of the paper's 260 (20: 13 angles)
     I0: float = bound(1e5, gt=0)             # photons per detector pixel
     max_test: int = bound(24, ge=1)          # held-out slices of the angle sweep
+    xray_every: int = bound(20, ge=1)        # rotation X-rays for Diag2D: every k-th of the 260 angles (20: 13)
+    I0_xray: float = bound(2e4, gt=0)        # photons per detector pixel of the rotation X-rays
     recon_slices: int = bound(1, ge=1)       # RoI slices per (mouse, week) for the reconstruction task
     steps: int = bound(150, ge=1)
     batch: int = bound(16, ge=1)
@@ -1038,9 +1105,9 @@ def observed_masks(mouse: Mouse, roi: slice, noise: float, rng) -> np.ndarray:
     mu = np.stack([mouse.mu(w)[roi] for w in range(len(mouse.bone))])
     return (mu + rng.normal(0, noise, mu.shape)) > 0.6
 
-
+# %% ../nbs/19_bonemet.ipynb #e3085890
 class BoneMetExperiment(Experiment):
-    "Diagnosis (3D composites, 2D slices) and the learned sparse-angle reconstruction on a phantom cohort."
+    "Diagnosis (3D composites, 2D rotation X-rays) and the learned sparse-angle reconstruction on a phantom cohort."
     Config = BoneMetConfig
     name = 'bonemet'
     state_attrs = ('diag3d', 'diag2d', 'recon', 'opt')
@@ -1054,25 +1121,35 @@ class BoneMetExperiment(Experiment):
         test = np.concatenate([rng.permutation(np.nonzero(labels == g)[0])[: (labels == g).sum() // 2] for g in (1, 0)])
         self.test_mice = np.sort(test)
         self.train_mice = np.setdiff1d(np.arange(len(labels)), self.test_mice)
-        comps, slices2d, morph = [], [], []
+        comps, xrays, morph, intensity = [], [], [], []
+        self.xray_angles = sparse_angles(c.xray_every)
         for i, m in enumerate(self.cohort.mice):
-            obs = observed_masks(m, self.cohort.roi(i), c.noise, rng)
+            mu = np.stack([m.mu(w)[self.cohort.roi(i)] for w in range(c.weeks)])
+            noisy = mu + rng.normal(0, c.noise, mu.shape)
+            obs = noisy > 0.6                                                   # observed_masks, same draws
+            intensity.append(noisy.mean((1, 2, 3)))
             comps.append(np.stack([make_composite(obs[0], obs[w]) for w in range(c.weeks)]))
-            mid = c.n_roi // 2
-            slices2d.append(np.stack([m.mu(w)[self.cohort.roi(i)][mid] for w in range(c.weeks)]))
+            with torch.no_grad():
+                xrays.append(torch.stack([rotation_xray(m.mu(w), self.xray_angles, c.I0_xray,
+                                                        seed=self.seed * 100003 + 1000 * m.id + w)
+                                          for w in range(c.weeks)]).half())     # (W, A, Z, N)
             cortex = m.cortex0[self.cohort.roi(i)]
             from scipy.ndimage import binary_fill_holes
             marrow = np.stack([binary_fill_holes(s) for s in cortex]) & ~cortex
             measures = [morphometry(obs[w], self.cohort.voxel, cortex, marrow) for w in range(c.weeks)]
             morph.append([[mo[k] for k in ('BV', 'Ct.Th', 'Tb.N', 'pMOI')] for mo in measures])
         self.composites = torch.as_tensor(np.stack(comps))                     # (M, W, n_roi, N, N) uint8
-        s2 = torch.as_tensor(np.stack(slices2d), dtype=torch.float32)
-        self.slices2d = s2 + c.noise * torch.randn(s2.shape, generator=torch.Generator().manual_seed(self.seed))
+        self.xrays = torch.stack(xrays)                                         # (M, W, A, Z, N) float16
+        self.xray_scale = float(self.xrays.float().std())
+        self.xray_diff_scale = float((self.xrays[:, 1:].float() - self.xrays[:, :1].float()).std())
         self.morph = np.array(morph)                                           # (M, W, 4)
+        self.intensity = np.array(intensity)                                   # (M, W): mean RoI image intensity
+        self.ids = np.array([m.id for m in self.cohort.mice])
         self.labels = torch.as_tensor(labels, dtype=torch.float32)
         self._recon_data(rng)
         torch.manual_seed(self.seed)
         self.diag3d, self.diag2d, self.recon = Diag3D(c.width), Diag2D(c.width), SparseReconNet(2 * c.width)
+        self.diag3d_init = {k: v.clone() for k, v in self.diag3d.state_dict().items()}   # the null "at init"
         for k in ('diag3d', 'diag2d', 'recon'): setattr(self, k, getattr(self, k).to(self.device))
         self.opt = torch.optim.Adam([*self.diag3d.parameters(), *self.diag2d.parameters(), *self.recon.parameters()],
                                     lr=c.lr)
@@ -1112,7 +1189,7 @@ class BoneMetExperiment(Experiment):
         wk = rng.integers(0, c.weeks, c.batch)
         y = self.labels[mi].to(dev)
         x3 = self._onehot(self.composites[mi, wk]).to(dev)
-        x2 = self.slices2d[mi, wk][:, None].to(dev)
+        x2 = self._xray_pair(mi, wk, rng.integers(0, len(self.xray_angles), c.batch)).to(dev)
         loss3 = F.binary_cross_entropy_with_logits(self.diag3d(x3), y)
         loss2 = F.binary_cross_entropy_with_logits(self.diag2d(x2), y)
         ri = rng.choice(self.recon_train, c.batch)
@@ -1129,18 +1206,63 @@ class BoneMetExperiment(Experiment):
                       'psnr_learned': self.psnr_learned})
         return m
 
+    def _xray_pair(self, mice, weeks, angles) -> torch.Tensor:
+        """Diag2D's input (B, 2, Z, N): the X-ray of week k at one angle and its difference from the week-0 X-ray at
+        the same angle, each scaled to unit spread."""
+        mice, weeks, angles = (torch.as_tensor(np.asarray(a)) for a in (mice, weeks, angles))
+        xk = self.xrays[mice, weeks, angles].float()
+        x0 = self.xrays[mice, torch.zeros_like(weeks), angles].float()
+        return torch.stack([xk / self.xray_scale, (xk - x0) / self.xray_diff_scale], 1)
+
     @torch.no_grad()
-    def accuracy_per_week(self) -> tuple:
-        "Held-out accuracy of Diag3D and Diag2D at every week."
-        self.diag3d.eval(); self.diag2d.eval()
+    def xray_logits(self, mice, week: int) -> torch.Tensor:
+        "Diag2D's logit per mouse at `week`: the mean over the rotation X-ray angles."
+        A = len(self.xray_angles)
+        mi = np.repeat(np.asarray(mice), A)
+        x = self._xray_pair(mi, np.full(len(mi), week), np.tile(np.arange(A), len(mice)))
+        return self.diag2d(x.to(self.device)).cpu().reshape(len(mice), A).mean(1)
+
+    @torch.no_grad()
+    def accuracy_per_week(self, model=None) -> tuple:
+        "Held-out accuracy of Diag3D (or `model`, a Diag3D) and Diag2D at every week."
+        d3 = self.diag3d if model is None else model
+        d3.eval(); self.diag2d.eval()
         y = self.labels[self.test_mice]
         a3, a2 = [], []
         for w in range(self.config.weeks):
-            p3 = self.diag3d(self._onehot(self.composites[self.test_mice, w]).to(self.device)).cpu() > 0
-            p2 = self.diag2d(self.slices2d[self.test_mice, w][:, None].to(self.device)).cpu() > 0
+            p3 = d3(self._onehot(self.composites[self.test_mice, w]).to(self.device)).cpu() > 0
+            p2 = self.xray_logits(self.test_mice, w) > 0
             a3.append(float((p3.float() == y).float().mean())); a2.append(float((p2.float() == y).float().mean()))
-        self.diag3d.train(); self.diag2d.train()
+        d3.train(); self.diag2d.train()
         return a3, a2
+
+    def cue_accuracies(self, week: int) -> dict:
+        """Held-out accuracy at `week` of the cheap cues (one threshold fitted on the training mice at that week),
+        the radiomics baseline (logistic regression on the morphometry) and Diag3D at initialisation."""
+        tr, te, y = self.train_mice, self.test_mice, self.cohort.labels
+        comp = self.composites[:, week]
+        res = (comp == RESORPTION).float()
+        local = F.avg_pool3d(res[:, None], 5, stride=1).flatten(1).max(1).values.numpy() * 125
+        cues = {'resorption-voxel count': res.sum((1, 2, 3)).numpy(),
+                'formation-voxel count': (comp == FORMATION).sum((1, 2, 3)).numpy(),
+                'bone volume at the week': self.morph[:, week, 0],
+                'bone volume change since week 0': self.morph[:, week, 0] / self.morph[:, 0, 0],
+                'mean image intensity': self.intensity[:, week],
+                'mean image intensity change since week 0': self.intensity[:, week] - self.intensity[:, 0],
+                'densest 5x5x5 block of resorption voxels': local,
+                'mouse id': self.ids.astype(float)}
+        d = self.xrays[:, week].float() - self.xrays[:, 0].float()                # (M, A, Z, N)
+        cues['X-ray attenuation change since week 0'] = d.sum((1, 2, 3)).numpy()
+        cues['densest 5x5 block of X-ray attenuation loss'] = (-F.avg_pool2d(d.mean(1)[:, None], 5, stride=1)).flatten(
+            1).max(1).values.numpy()
+        out = {f'{k} (one threshold)': stump_accuracy(v[tr], y[tr], v[te], y[te]) for k, v in cues.items()}
+        feats = radiomics_features(self.morph, week)
+        out['radiomics: logistic regression on morphometry'] = float(np.mean(
+            logistic_predict(logistic_fit(feats[tr], y[tr]), feats[te]) == y[te]))
+        init = Diag3D(self.config.width).to(self.device)
+        init.load_state_dict(self.diag3d_init)
+        out['Diag3D at initialisation'] = self.accuracy_per_week(init)[0][week]
+        return out
 
     @torch.no_grad()
     def learned_psnr(self, idx=None) -> float:
@@ -1164,16 +1286,18 @@ class BoneMetExperiment(Experiment):
         return out
 
     def prognosis(self) -> dict:
-        "Cross-validated ridge vs last value for the week-5 (last week) BV change, tumour mice and all mice."
+        "Cross-validated ridge and its baselines for the week-5 (last week) BV change, scored on the tumour mice."
         c = self.config
         early = min(4, c.weeks - 1)
         res = prognosis_cv(self.morph, early, c.weeks - 1, seed=self.seed)
         t = self.cohort.labels == 1
-        return {**res, 'tumor': t,
-                'r_ridge': pearson(res['ridge'][t], res['truth'][t]),
-                'r_last': pearson(res['last'][t], res['truth'][t]),
-                'rmse_ridge': float(np.sqrt(np.mean((res['ridge'] - res['truth'])[t] ** 2))),
-                'rmse_last': float(np.sqrt(np.mean((res['last'] - res['truth'])[t] ** 2)))}
+        out = {**res, 'tumor': t, 'r_ridge': pearson(res['ridge'][t], res['truth'][t]),
+               'r_last': pearson(res['last'][t], res['truth'][t])}
+        spread = float(res['truth'][t].std()) + 1e-12
+        for k in ('ridge', 'last', 'scaled_last', 'mean', 'linear'):
+            out[f'rmse_{k}'] = float(np.sqrt(np.mean((res[k] - res['truth'])[t] ** 2)))
+            out[f'rel_{k}'] = out[f'rmse_{k}'] / spread
+        return out
 
     def extra_state(self) -> dict:
         return {'rng': self.batch_rng.bit_generator.state, 'acc3d': self.acc3d, 'acc2d': self.acc2d}
@@ -1182,10 +1306,13 @@ class BoneMetExperiment(Experiment):
         self.batch_rng.bit_generator.state = state['rng']
         self.acc3d, self.acc2d = state['acc3d'], state['acc2d']
 
-    def evaluate(self) -> dict:
+    def evaluate(self, week: int | None = None) -> dict:
+        "Accuracy per week, the cues at `week` (default: `EARLY_WEEK`), the angle sweep and the prognosis."
         a3, a2 = self.accuracy_per_week()
-        prog = {k: v for k, v in self.prognosis().items() if k.startswith(('r_', 'rmse_'))}
-        return {'acc3d': a3, 'acc2d': a2, **self.sparse_study(), **prog}
+        prog = {k: v for k, v in self.prognosis().items() if k.startswith(('r_', 'rmse_', 'rel_'))}
+        week = min(EARLY_WEEK, self.config.weeks - 1) if week is None else week
+        return {'acc3d': a3, 'acc2d': a2, 'week': week, 'cues': self.cue_accuracies(week), **self.sparse_study(),
+                **prog}
 
     def snapshot(self) -> dict:
         "Cheap view: per-week slices of a tumour and a control mouse, one held-out reconstruction, morphometry."
@@ -1222,24 +1349,44 @@ class BoneMetExperiment(Experiment):
 
 make_experiment = BoneMetExperiment.from_preset
 
-# %% ../nbs/19_bonemet.ipynb #8dde424b
-# Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
-# Calibration 2026-12-02 (seeds 0, 1, 2 -> ablated seed 0), re-checked after the last change to FBP:
-ACC_LAST_MIN = 0.8          # Diag3D held-out accuracy at week 5 (1.0, 1.0, 1.0; ablated 0.458)
-ACC_WEEK0_MAX = 0.7         # ... at week 0, lesion-free: chance (0.5, 0.5, 0.5; sanity)
-RMSE_RATIO_MAX = 0.8        # RMSE ridge / RMSE last value, tumour mice (0.322, 0.507, 0.651; ablated 1.06)
-R_GAIN = 0.05               # finding: Pearson r of ridge above the last value's by this much (seed 2: -0.017)
-RISE_MIN = 0.7              # Spearman correlation of the accuracy with the week (0.941, 0.941, 0.926)
-FBP_DROP_MIN = 4.0          # dB, FBP at 260 angles - FBP at 13 angles (5.95, 5.89, 5.76)
-SART_GAIN_MIN = 2.0         # dB, SART-TV - FBP, 13 angles (3.53, 3.27, 3.13)
-LEARNED_GAIN_MIN = 2.5      # dB, learned post-processing - FBP, 13 angles (4.96, 3.88, 4.95)
-QUICK_RUN = dict(n_tumor=24, n_control=24, steps=150)
+# %% ../nbs/19_bonemet.ipynb #abad2d74
+# Claim thresholds. Claims v3 (issue 42): the diagnosis and prognosis headlines and their thresholds were written and
+# committed before seeds 0-2 ran on the phantom without the group cue (only dev seed 10 was seen); the
+# reconstruction mechanisms keep the thresholds of the earlier version, which were moved after its seeds 0-2 ran.
+EARLY_WEEK = 2              # the earliest week at which the learned diagnosis works (dev seed 10: 3D 0.79-0.83)
+ACC_EARLY_MIN = Threshold(0.8, set='before')      # held-out accuracy at EARLY_WEEK (3D composite, 2D X-rays)
+REL_RMSE_MAX = Threshold(0.85, set='before')      # prognosis RMSE / spread of the truth, tumour mice (dev: 0.79)
+ACC_WEEK0_MAX = Threshold(0.7, set='before')      # sanity: lesion-free week 0 at chance
+RISE_MIN = Threshold(0.7, set='after seeds 0-2', earlier=None,
+                     note='the research note asks for a monotone rise within noise; 0.7 was chosen with the seeds')
+FBP_DROP_MIN = Threshold(4.0, set='after seeds 0-2', earlier=6.0,
+                         note='the note: >= 6 dB from 260 to 26 angles (measured 1.6); moved to 13 angles and 4 dB')
+SART_GAIN_MIN = Threshold(2.0, set='after seeds 0-2', earlier=2.0,
+                          note='the note: >= 2 dB at 26 angles; the angle count moved to 13 after the run')
+LEARNED_GAIN_MIN = Threshold(2.5, set='after seeds 0-2', earlier=2.0,
+                             note='the note: >= 2 dB at 26 angles; moved to 13 angles and 2.5 dB after the run')
+R_NOTE = 0.8               # finding: the research note's Pearson r of the prognosis
+# Declared after seeds 0-2 ran (thresholds unchanged): no headline holds on the majority of seeds (3D: 1/3, 2D: 0/3,
+# prognosis: 0/3); see "Measured here vs the paper".
+REPRODUCED = {'3d': False, '2d': False, 'prognosis': False}
+SCORECARD = dict(status='NOT REPRODUCED',
+                 headline='early (week-2) 3D CNN diagnosis vs radiomics and one-threshold cheap cues',
+                 metric='held-out accuracy at week 2, higher is better (>= 0.8 with every null below)',
+                 seeds=(0.833, 0.875, 1.0),
+                 paper='diagnosis from 3D images is possible (no number published that we can reach)',
+                 null='formation-voxel count (one threshold)', null_seeds=(0.875, 0.75, 0.833),
+                 note='the CNN meets 0.8 on every seed, but a one-threshold count of formation voxels (the reactive '
+                      'rim) or of the densest resorption block meets it too on seeds 0 and 2')
+QUICK_RUN = dict(n_tumor=24, n_control=24, steps=200)
 FULL_RUN = dict()
 NOTES = [
     "Data: a seeded mouse-tibia phantom (48-px slices, 40 slices, weeks 0-5, 24 + 24 mice) instead of the real scans.",
     "Parallel-beam projections of each axial slice over the paper's 260 angles (0-207.2 degrees), not cone beam.",
     "Diagnosis and prognosis use the aligned phantom volumes with image noise, not FBP reconstructions of every scan.",
     "Small CNNs trained from scratch replace the paper's backbones; ridge regression replaces its prognosis model.",
+    "2D diagnosis: 13 of the 260 rotation X-ray angles, the week-k projection and its change from week 0 as channels.",
+    "Headlines at week 2, the earliest week where the learned diagnosis worked on a development seed; every cheap "
+    "cue is one threshold fitted on the training mice at that week, the radiomics baseline a logistic regression.",
     "The paper's benchmark numbers are not available here: its claims are checked qualitatively.",
     "Torch runs with one intra-op thread in reproduce (tiny models; shared CPUs).",
 ]
@@ -1250,7 +1397,7 @@ def spearman(a, b) -> float:
     from scipy.stats import rankdata
     return pearson(rankdata(a), rankdata(b))
 
-
+# %% ../nbs/19_bonemet.ipynb #45e230c8
 def check_time_filter(root) -> dict:
     "For every component of the tree under `root`: do the requested weeks (all subsets of two) come back exactly?"
     out = {}
@@ -1286,32 +1433,52 @@ def _run(preset: str, seed: int, ablate: bool, data, device) -> dict:
 def _rows(report: Report, res: dict):
     ev = res['eval']
     for w, (a3, a2) in enumerate(zip(ev['acc3d'], ev['acc2d'])):
-        report.add_row(f'diagnosis, week {w}', acc_3d_composite=a3, acc_2d_slice=a2)
+        report.add_row(f'diagnosis, week {w}', acc_3d_composite=a3, acc_2d_xray=a2)
     n = ev['n_sparse']
     for k in ('fbp_260', 'fbp_52', 'fbp_26', 'fbp_13', 'sart_sparse', 'learned_sparse'):
         label = k.replace('_sparse', f'_{n}').replace('_', ' at ')
         report.add_row(f'reconstruction: {label} angles', psnr_db=ev[k])
-    report.add_row('prognosis: ridge (weeks 0-3)', pearson_r=ev['r_ridge'], rmse=ev['rmse_ridge'])
-    report.add_row('prognosis: last value (week 3)', pearson_r=ev['r_last'], rmse=ev['rmse_last'])
+    for k, v in sorted(ev['cues'].items(), key=lambda kv: -kv[1]):
+        report.add_row(f"diagnosis at week {ev['week']}: {k}", accuracy=v)
+    report.add_row('prognosis: ridge (weeks 0-3)', pearson_r=ev['r_ridge'], rmse=ev['rmse_ridge'],
+                   rmse_over_sd=ev['rel_ridge'])
+    report.add_row('prognosis: last value (week 3)', pearson_r=ev['r_last'], rmse=ev['rmse_last'],
+                   rmse_over_sd=ev['rel_last'])
+    for k, name in (('scaled_last', 'last value x fitted coefficient'), ('linear', 'linear extrapolation'),
+                    ('mean', 'training mean')):
+        report.add_row(f'prognosis: {name}', rmse=ev[f'rmse_{k}'], rmse_over_sd=ev[f'rel_{k}'])
 
 
 def _claims(report: Report, res: dict):
-    "Headlines (diagnosis at the last week, prognosis), then the mechanisms and the data-API sanity checks."
+    """Headlines (early diagnosis from 3D composites and from 2D X-rays, each against the radiomics baseline and the
+    cheap cues; prognosis against its naive predictors), then the mechanisms and the data-API sanity checks."""
     ev, n = res['eval'], res['eval']['n_sparse']
-    acc = ev['acc3d']
+    acc, wk, cues = ev['acc3d'], ev['week'], ev['cues']
+    radiomics = 'radiomics: logistic regression on morphometry'
+    nulls = sorted(cues.items())
     report.add_claim(Claim.compare(
-        f'3D diagnosis from the RoI composite: held-out accuracy at the last week (week {len(acc) - 1})', acc[-1],
-        '>=', ACC_LAST_MIN, kind='headline', control=('the same classifier at week 0 (no lesion yet)', acc[0]),
+        f'early diagnosis: 3D CNN on the RoI composites, held-out accuracy at week {wk} (the earliest week where it '
+        'works), against the radiomics baseline and one threshold on each cheap cue', acc[wk], '>=', ACC_EARLY_MIN,
+        kind='headline', control=(radiomics, cues[radiomics]), nulls=nulls, reproduced=REPRODUCED['3d'],
         paper='BoneMet enables diagnosis of bone metastasis from 3D images (no number reproducible here)'))
     report.add_claim(Claim.compare(
+        f'early diagnosis: 2D CNN on the rotation X-rays (13 angles, week k and its change from week 0), held-out '
+        f'accuracy at week {wk}, against the radiomics baseline and the cheap cues', ev['acc2d'][wk], '>=',
+        ACC_EARLY_MIN, kind='headline', control=(radiomics, cues[radiomics]), nulls=nulls,
+        reproduced=REPRODUCED['2d'], paper='BoneMet enables diagnosis from 2D X-ray images (no number reproducible here)'))
+    report.add_claim(Claim.compare(
         'prognosis of the week-5 bone-volume change of held-out tumour mice from weeks 0-3 morphometry: RMSE of the '
-        'ridge prediction (4-fold CV) / RMSE of the last value (the week-3 change)', ev['rmse_ridge'] / ev['rmse_last'],
-        '<=', RMSE_RATIO_MAX, kind='headline', control=('last value: RMSE', ev['rmse_last']),
+        'ridge prediction (4-fold CV) / spread (sd) of the truth', ev['rel_ridge'], '<=', REL_RMSE_MAX,
+        kind='headline', control=('last value x one fitted coefficient (same CV)', ev['rel_scaled_last']),
+        nulls=[('last value x one fitted coefficient (same CV)', ev['rel_scaled_last']),
+               ('last value (the week-3 change)', ev['rel_last']),
+               ('linear extrapolation of weeks 2-3', ev['rel_linear']),
+               ('training mean (same CV)', ev['rel_mean'])], reproduced=REPRODUCED['prognosis'],
         paper='BoneMet enables prognosis of bone deterioration (no number reproducible here)'))
     report.add_claim(Claim.compare(
         'diagnosis accuracy rises over the weeks: Spearman correlation of held-out accuracy and week',
         spearman(acc, range(len(acc))), '>=', RISE_MIN, kind='mechanism',
-        control=('2D single-slice classifier: the same correlation', spearman(ev['acc2d'], range(len(acc)))),
+        control=('2D X-ray classifier: the same correlation', spearman(ev['acc2d'], range(len(acc)))),
         paper='lesions grow over the weeks after inoculation'))
     report.add_claim(Claim.compare(
         f'sparse angles lose quality: FBP PSNR at 260 angles - at {n} angles (dB)', ev['fbp_260'] - ev['fbp_sparse'],
@@ -1338,19 +1505,13 @@ def _claims(report: Report, res: dict):
 
 def _findings(report: Report, res: dict):
     ev = res['eval']
-    if ev['r_ridge'] - ev['r_last'] < R_GAIN:
+    if ev['r_ridge'] < R_NOTE:
         report.add_finding(
-            f"prognosis: Pearson r of the ridge prediction above the last value's by at least {R_GAIN} (tumour mice; "
-            f"ridge {ev['r_ridge']:.3f}, last value {ev['r_last']:.3f})", round(ev['r_ridge'] - ev['r_last'], 3),
+            f"prognosis: Pearson r of the ridge prediction and the truth >= {R_NOTE} (the research note's criterion; "
+            f"tumour mice; last value: {ev['r_last']:.3f})", round(ev['r_ridge'], 3),
             paper='prognosis of bone deterioration from early weeks',
-            note='the ridge prediction has a much smaller error than the last value (the headline), but it does not '
-                 'always rank the mice better: how much more bone a lesion takes after week 3 depends on its '
-                 'growth rate and size, which weeks 0-3 show only in part')
-    report.add_finding(
-        '2D diagnosis from one RoI slice of one week (no baseline): held-out accuracy at the last week',
-        round(ev['acc2d'][-1], 3), paper='BoneMet enables diagnosis from 2D images',
-        note='a slice without the week-0 baseline shows a lesion only where it cuts the slice; the small 2D CNN '
-             'trained from scratch here stays near chance, while the 3D composite (week k against week 0) works')
+            note='how much more bone a lesion takes after week 3 depends on its growth rate and size, which weeks '
+                 '0-3 show only in part')
 
 
 def _figures(report: Report, res: dict):
@@ -1374,20 +1535,20 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/19_bonemet.ipynb #cba1a97e
+# %% ../nbs/19_bonemet.ipynb #c676fdc0
 def accuracy_week_figure(acc3d, acc2d=None, title: str = 'diagnosis of held-out mice vs week'):
-    "Held-out accuracy per week, 3D composite and 2D slice classifiers, chance as a line."
+    "Held-out accuracy per week, 3D composite and 2D X-ray classifiers, chance as a line."
     import plotly.graph_objects as go
     from iclr25_nb.live import figure
     traces = [go.Scatter(x=list(range(len(acc3d))), y=acc3d, mode='lines+markers', name='3D RoI composite')]
     if acc2d is not None:
-        traces.append(go.Scatter(x=list(range(len(acc2d))), y=acc2d, mode='lines+markers', name='2D slice'))
+        traces.append(go.Scatter(x=list(range(len(acc2d))), y=acc2d, mode='lines+markers', name='2D X-rays'))
     fig = figure(*traces, title=title, xaxis_title='week after inoculation', yaxis_title='accuracy',
                  yaxis_range=[0, 1.05])
     fig.add_hline(y=0.5, line_dash='dash', annotation_text='chance')
     return fig
 
-
+# %% ../nbs/19_bonemet.ipynb #2d5dd2f4
 def psnr_angles_figure(ev: dict, title: str = 'reconstruction quality vs number of angles'):
     "FBP PSNR against the number of angles; SART-TV and the learned net at the sparse count as markers."
     import plotly.graph_objects as go
@@ -1400,7 +1561,7 @@ def psnr_angles_figure(ev: dict, title: str = 'reconstruction quality vs number 
                              name='learned'),
                   title=title, xaxis_title='number of projection angles', yaxis_title='PSNR (dB)', xaxis_type='log')
 
-
+# %% ../nbs/19_bonemet.ipynb #199fe8e0
 def prognosis_figure(prog: dict, title: str = 'prognosis of the week-5 bone-volume change'):
     "Predicted vs true BV change, ridge and last value, tumour and control mice."
     import plotly.graph_objects as go
@@ -1413,7 +1574,7 @@ def prognosis_figure(prog: dict, title: str = 'prognosis of the week-5 bone-volu
                              name='identity'),
                   title=title, xaxis_title='true BV change (week 5 / week 0 - 1)', yaxis_title='predicted BV change')
 
-
+# %% ../nbs/19_bonemet.ipynb #4f612d25
 def morphometry_figure(bv, tumor, title: str = 'RoI bone volume per mouse (ratio to week 0)'):
     "BV / BV(week 0) over the weeks, one line per mouse, tumour red and control blue."
     import plotly.graph_objects as go
@@ -1427,7 +1588,7 @@ def morphometry_figure(bv, tumor, title: str = 'RoI bone volume per mouse (ratio
                                  showlegend=i == (0 if t else int(np.argmin(tumor)))))
     return figure(*traces, title=title, xaxis_title='week', yaxis_title='BV / BV(week 0)')
 
-# %% ../nbs/19_bonemet.ipynb #4f57188a
+# %% ../nbs/19_bonemet.ipynb #a60e8245
 def slice_figure(view: dict, week: int, mouse: str = 'tumour'):
     "An axial slice of a mouse at `week` (attenuation, grey) with the bone resorbed since week 0 in red."
     import plotly.graph_objects as go
@@ -1444,7 +1605,7 @@ def slice_figure(view: dict, week: int, mouse: str = 'tumour'):
     fig.update_yaxes(autorange='reversed', scaleanchor='x')
     return fig
 
-
+# %% ../nbs/19_bonemet.ipynb #3e9e5cd9
 def recon_figure(snap: dict):
     "Ground truth, FBP, SART-TV and the learned reconstruction of one held-out slice at the sparse angle count."
     import plotly.graph_objects as go

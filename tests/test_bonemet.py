@@ -3,11 +3,14 @@ import numpy as np
 import pytest
 import torch
 
+from iclr25_nb.core import overlap_count
 from iclr25_nb.bonemet import (COMPONENTS, PAPER_ANGLES, RECORDS, BoneMetDataset, CTRegistration, ReconCTSegmentation,
                                RoICompositeCropper, angle_weights, bone_volume, compose_rigid, cortical_thickness,
                                download, find_tf_junction, fbp, load_records, make_composite, mkcomposite, pmoi, psnr,
                                radon, radon_adjoint, read_png, read_stack, rigid_register, rigid_warp, sart,
-                               simulate_cohort, sparse_angles, trabecular_number, write_dataset, write_stack)
+                               simulate_cohort, sparse_angles, trabecular_number, write_dataset, write_stack,
+                               make_mouse, make_experiment, stump_accuracy, logistic_fit, logistic_predict,
+                               prognosis_cv, mouse_ids)
 
 
 @pytest.fixture(scope='module')
@@ -172,37 +175,41 @@ def test_phantom_longitudinal_and_reproducible(cohort):
     assert ablated.mice[0].lesion is None
 
 
-def test_time_frame_filter_every_component(tree):
+def test_time_frame_filter_every_component(tree, cohort):
     for comp in COMPONENTS:
         for weeks in ([0], [1, 3], [0, 1, 3], [2]):
             ds = BoneMetDataset(tree, comp, weeks=weeks, side=None)
             assert {it[2] for it in ds.items} == set(weeks) - {2}
-        ds = BoneMetDataset(tree, comp, mice=[2], side='left')
-        assert ds.mice == [2] and all(it[1] in ('left', None) for it in ds.items)
+        m2 = cohort.mice[2].id
+        ds = BoneMetDataset(tree, comp, mice=[m2], side='left')
+        assert ds.mice == [m2] and all(it[1] in ('left', None) for it in ds.items)
 
 
 def test_dataset_items_and_records(tree, cohort):
     ds = BoneMetDataset(tree, 'roi_ct', weeks=[3])
     item = ds[0]
     assert item['image'].shape == (cohort.n_roi, 48, 48) and set(np.unique(item['image'].numpy())) <= {0, 1, 2, 3}
-    assert item['label'] == 1 and ds[1]['label'] == 0
+    ids = {cohort.mice[i].id: cohort.mice[i].tumor for i in (0, 2)}
+    assert [it['label'] for it in (ds[0], ds[1])] == [int(ids[m]) for m in sorted(ids)]
     rows = load_records(tree / RECORDS)
-    assert {(r['mouse_id'], r['week']) for r in rows} == {(m, w) for m in (0, 2) for w in (0, 1, 3)}
+    assert {(r['mouse_id'], r['week']) for r in rows} == {(m, w) for m in ids for w in (0, 1, 3)}
 
 
-def test_segmentation_and_registration_apis(tree):
+def test_segmentation_and_registration_apis(tree, cohort):
     seg = ReconCTSegmentation({'week': 1, 'masterfolder': tree / 'Imagery_Dataset' / COMPONENTS['recon_ct'][0],
                                'masterout': tree / 'seg_out'})
-    assert seg.run() == ['0', '2']
-    assert len(read_stack(tree / 'seg_out' / '0 left tibia' / 'week 1', 'segmented_ct_')) >= 38
+    m0 = cohort.mice[0].id
+    assert seg.run() == sorted(str(cohort.mice[i].id) for i in (0, 2))
+    assert len(read_stack(tree / 'seg_out' / f'{m0} left tibia' / 'week 1', 'segmented_ct_')) >= 38
     reg = CTRegistration({'workspace': str(tree), 'outputdir': str(tree / 'reg_out'), 'img_z_range': (8, 32),
                           'ref_z_range': (8, 32)})
     src = tree / 'Imagery_Dataset' / COMPONENTS['seg_ct'][0]
-    res = reg.batch_register(src, ['0 left tibia'], 1, tree / 'reg_out')
-    assert res['0 left tibia']['ncc'] > 0.8
-    assert (tree / 'reg_out' / '0 left tibia' / 'week 1' / 'transform.json').is_file()
-    comp = mkcomposite(tree / 'reg_out' / '0 left tibia' / 'week 1',
-                       tree / 'Imagery_Dataset' / COMPONENTS['regist_ct'][0] / '0 left tibia' / 'week 1')
+    assert len(reg.config['initial_transform_angles']) == 26          # the README's sweep pi i / 16, i in [-16, 10)
+    res = reg.batch_register(src, [f'{m0} left tibia'], 1, tree / 'reg_out')
+    assert res[f'{m0} left tibia']['ncc'] > 0.8
+    assert (tree / 'reg_out' / f'{m0} left tibia' / 'week 1' / 'transform.json').is_file()
+    comp = mkcomposite(tree / 'reg_out' / f'{m0} left tibia' / 'week 1',
+                       tree / 'Imagery_Dataset' / COMPONENTS['regist_ct'][0] / f'{m0} left tibia' / 'week 1')
     assert np.isin(comp, (1, 2, 3)).any()
 
 
@@ -225,6 +232,9 @@ def test_bad_input_raises_value_error(tmp_path, tree):
     with pytest.raises(ValueError, match='missing column'): load_records(rec)
     rec.write_text('mouse_id,week,group,bone_volume_mm3\n1,0,tumor,nan\n')
     with pytest.raises(ValueError, match='not finite'): load_records(rec)
+    for junk in (bytes(range(128, 256)), b'mouse_id,week,group\n1,0,\xff\xfe\n', b'\x00' * 50):   # issue 48
+        rec.write_bytes(junk)
+        with pytest.raises(ValueError, match='record.csv'): load_records(rec)
     with pytest.raises(ValueError, match='square'): radon(torch.zeros(4, 5), [0.0])
     with pytest.raises(ValueError, match='angles'): fbp(torch.zeros(8, 3), [0.0, 1.0])
     with pytest.raises(ValueError, match='at least one mouse'): simulate_cohort(0, 0)
@@ -241,3 +251,68 @@ def test_downloader_fails_clearly_offline(tmp_path):
     else:
         pytest.skip('the hub is reachable here')
     with pytest.raises(ValueError, match='component'): download(tmp_path, 'nope')
+
+
+def test_registration_agrees_with_simpleitk(cohort):
+    "Our rigid model is SimpleITK's Euler3D resampling; SimpleITK's registration, from a coarse start, lands on ours."
+    sitk = pytest.importorskip('SimpleITK')
+    fixed = torch.tensor(np.pad(cohort.mice[1].mu(0)[4:28], ((0, 0), (6, 6), (6, 6))))
+    ang, sh = np.deg2rad(6.0), [0.5, 1.5, -1.0]
+    moving = rigid_warp(fixed, ang, torch.tensor(sh))
+    Z, Y, X = fixed.shape
+
+    def euler(angle, shift):                    # ITK's (x, y, z) order; our angle turns the other way
+        t = sitk.Euler3DTransform(); t.SetCenter(((X - 1) / 2, (Y - 1) / 2, 0.0))
+        t.SetRotation(0, 0, -angle); t.SetTranslation((shift[2], shift[1], shift[0]))
+        return t
+    img = sitk.GetImageFromArray(fixed.numpy().astype(np.float32))
+    out = sitk.GetArrayFromImage(sitk.Resample(img, img, euler(ang, sh), sitk.sitkLinear, 0.0))
+    assert np.abs(out - moving.numpy())[2:-2, 8:-8, 8:-8].max() < 1e-4
+    ours = rigid_register(moving, fixed)
+    smooth = lambda a: sitk.SmoothingRecursiveGaussian(sitk.GetImageFromArray(a.numpy().astype(np.float32)), 1.0)
+    R = sitk.ImageRegistrationMethod()
+    R.SetMetricAsMeanSquares(); R.SetInterpolator(sitk.sitkLinear)
+    R.SetOptimizerAsRegularStepGradientDescent(0.5, 1e-6, 500); R.SetOptimizerScalesFromPhysicalShift()
+    R.SetInitialTransform(euler(np.deg2rad(np.round(np.rad2deg(ours['angle']) / 2) * 2), np.round(ours['shift'])),
+                          inPlace=False)
+    p = R.Execute(smooth(fixed), smooth(moving)).GetParameters()
+    assert abs(-np.rad2deg(p[2]) - np.rad2deg(ours['angle'])) < 1
+    assert np.abs(np.array([p[5], p[4], p[3]]) - ours['shift']).max() < 1
+
+
+def test_ablation_leaves_no_group_difference():
+    "lesions=False: a tumour mouse is the control mouse of the same id, voxel for voxel (no formation-count cue)."
+    for i in (101, 102):
+        a, b = make_mouse(i, True, 4, lesions=False), make_mouse(i, False, 4)
+        assert np.array_equal(a.bone, b.bone) and a.lesion is None
+    t = make_mouse(103, True, 6)                      # with lesions on, the tumour mouse loses bone in its lesion
+    assert t.lesion_mask[-1].any() and (t.bone[0] & ~t.bone[-1] & t.lesion_mask[-1]).sum() > 20
+
+
+def test_mouse_ids_say_nothing_about_the_group():
+    ids = mouse_ids(48, 0)
+    assert sorted(ids) == list(range(100, 148)) and not np.array_equal(ids, np.arange(100, 148))
+    c = simulate_cohort(3, 3, weeks=2, seed=0)
+    assert [m.id for m in c.mice] == list(mouse_ids(6, 0)) and c.labels.tolist() == [1, 1, 1, 0, 0, 0]
+
+
+def test_held_out_mice_never_in_training():
+    exp = make_experiment('quick', 0, n_tumor=4, n_control=4, size=32, slices=32, n_roi=8, steps=1)
+    train, test = exp.train_mice, exp.test_mice
+    assert overlap_count(exp.ids[train].tolist(), exp.ids[test].tolist()) == 0
+    vols = lambda idx: [exp.cohort.mice[i].bone[0].tobytes() for i in idx]
+    assert overlap_count(vols(train), vols(test)) == 0
+    assert len(train) + len(test) == 8 and exp.cohort.labels[test].sum() == 2
+
+
+def test_cheap_cues_and_baselines():
+    assert stump_accuracy([1, 2, 3, 4], [0, 0, 1, 1], [0, 5, 2.4, 2.6], [0, 1, 0, 1]) == 1.0
+    assert stump_accuracy([1, 2, 3, 4], [1, 1, 0, 0], [0, 5], [1, 0]) == 1.0
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+    assert np.mean(logistic_predict(logistic_fit(X[:60], y[:60]), X[60:]) == y[60:]) > 0.85
+    morph = np.abs(rng.normal(1, 0.05, (16, 6, 4)))
+    morph[:8, 3:, 0] *= np.linspace(0.9, 0.7, 3)                    # half the mice lose bone from week 3
+    res = prognosis_cv(morph, 4, 5)
+    assert np.isclose(res['last'], morph[:, 3, 0] / morph[:, 0, 0] - 1).all()
+    assert np.sqrt(np.mean((res['scaled_last'] - res['truth']) ** 2)) < np.sqrt(np.mean((res['mean'] - res['truth']) ** 2))
