@@ -396,14 +396,16 @@ class CheckpointLock:
             if same: break
             os.close(fd)                      # the holder released (and removed) the file meanwhile: take the new one
         old = _read_lock(self.path)
-        if old and old.get('pid') != os.getpid() and (old.get('host') != _host() or (fcntl is None and pid_alive(old.get('pid')))):
+        live = old and old.get('pid') != os.getpid() and (
+            old.get('host') != _host() or (fcntl is None and pid_alive(old.get('pid'))))
+        if live:
             os.close(fd)
             self._refuse(old, '' if old.get('host') == _host() else
                          "; another machine's run cannot be checked from here: delete the lock file if it has ended")
         if old: log.warning("%s: taking over the lock of %s, which is no longer running", self.folder, _holder_text(old))
         import sys
-        record = {'pid': os.getpid(), 'host': _host(), 'since': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'),
-                  'command': ' '.join(sys.argv)[:300]}
+        since = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')
+        record = {'pid': os.getpid(), 'host': _host(), 'since': since, 'command': ' '.join(sys.argv)[:300]}
         os.ftruncate(fd, 0); os.pwrite(fd, json.dumps(record).encode(), 0); os.fsync(fd)
         self._fd = fd
         for tmp in self.folder.glob(CHECKPOINT_NAME + '.*.tmp'):   # a save cut short by the run that died
