@@ -232,9 +232,9 @@ def cmd_train(args, parser) -> int:
         device = resolve_device(args.device)
     except ValueError as e: parser.error(str(e))
     if args.ddp_worker:
-        watch_parent()   # torchrun started us in a session of our own: if it dies, we stop (and exit)
-        try: group = process_group(args.device)
+        try: group = process_group(args.device)   # checks the environment; joins at `with`
         except ValueError as e: parser.error(str(e))
+        watch_parent()   # torchrun started us in a session of our own: if it dies, we stop (and exit)
         with group as dev: return _train(args, parser, str(dev))
     if args.nproc > 1 or args.nnodes > 1:
         if device.type not in ('cpu', 'cuda'): parser.error(f"--nproc runs on cpu or cuda, not {args.device!r}")
