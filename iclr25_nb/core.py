@@ -1466,10 +1466,13 @@ def item_failures(report=None):
 
 
 def count_item_failure(exc: BaseException, what: str = 'item', reason: str | None = None):
-    "Count (and log) one item's failure in the current `item_failures()` block; logged only outside one."
-    log.warning("%s skipped: %s", what, exc)
-    coll = _ITEM_FAILURES.get()
-    if coll is not None: coll.add(exc, reason)
+    """Count one item's failure in the current `item_failures()` block and log it: a warning for the first item of
+    each reason (every item outside a block), the rest at debug level."""
+    coll, reason = _ITEM_FAILURES.get(), reason or failure_reason(exc)
+    if coll is None: log.warning("%s skipped: %s", what, exc); return
+    if reason in coll.counts: log.debug("%s skipped: %s", what, exc)
+    else: log.warning("%s skipped: %s (more items failing so are counted, not logged)", what, exc)
+    coll.add(exc, reason)
 
 
 def each_item(fn: Callable, items, errors=ITEM_ERRORS, failed=None, what: str = 'item') -> list:
