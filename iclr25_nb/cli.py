@@ -190,19 +190,29 @@ def _worker_argv(args) -> list[str]:
     return argv + ['--ddp-worker']
 
 
+def _locked(e) -> int:
+    "Exit status 1 with the message that names the run holding the checkpoint folder."
+    print(f"iclr25 train: error: {e}", file=sys.stderr)
+    return 1
+
+
 def _launch(args, parser) -> int:
     "Check what can be checked here, then run `train` in `--nproc` processes through torchrun; its exit status."
     import subprocess
-    from iclr25_nb.distributed import torchrun_command
+    from iclr25_nb.core import CheckpointDirLocked, CheckpointLock
+    from iclr25_nb.distributed import parent_death_signal, torchrun_command
     factory = _experiment_factory(args.paper)
     cls = getattr(factory, '__self__', None)
     if cls is not None:
         if not cls.ddp_modules: parser.error(f"{args.paper} has not opted in to data-parallel training (--nproc 1)")
         try: cls.Config.preset(args.preset, **_parse_set(args.set))
         except (ValueError, TypeError) as e: parser.error(str(e))
+    if args.checkpoint_dir is not None:   # a folder that another live run holds: say so before torchrun starts
+        try: CheckpointLock(args.checkpoint_dir).acquire().release()
+        except CheckpointDirLocked as e: return _locked(e)
     cmd = torchrun_command(_worker_argv(args), args.nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
     log.info("launching: %s", ' '.join(cmd))
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, preexec_fn=parent_death_signal())   # torchrun gets SIGTERM when we die, even by SIGKILL
     forward = lambda sig, frame: proc.send_signal(sig)   # torchrun passes it on; the workers save and exit
     old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try: return proc.wait()
@@ -216,14 +226,15 @@ def cmd_train(args, parser) -> int:
     if args.max_steps is not None and args.max_steps < 1: parser.error('--max-steps must be at least 1')
     if args.paper != 'demo' and not PAPERS[args.paper].implemented: parser.error(f"not implemented yet: {args.paper}")
     from iclr25_nb.core import resolve_device
-    from iclr25_nb.distributed import check_launch, process_group
+    from iclr25_nb.distributed import check_launch, process_group, watch_parent
     try:
         check_launch(args.nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
         device = resolve_device(args.device)
     except ValueError as e: parser.error(str(e))
     if args.ddp_worker:
-        try: group = process_group(args.device)
+        try: group = process_group(args.device)   # checks the environment; joins at `with`
         except ValueError as e: parser.error(str(e))
+        watch_parent()   # torchrun started us in a session of our own: if it dies, we stop (and exit)
         with group as dev: return _train(args, parser, str(dev))
     if args.nproc > 1 or args.nnodes > 1:
         if device.type not in ('cpu', 'cuda'): parser.error(f"--nproc runs on cpu or cuda, not {args.device!r}")
@@ -234,8 +245,10 @@ def cmd_train(args, parser) -> int:
 def _train(args, parser, device: str) -> int:
     "Train in this process (one of the ranks under torchrun): progress, Ctrl-C, the final metrics from rank 0."
     from tqdm.auto import tqdm
-    from iclr25_nb.distributed import is_main_process
+    from iclr25_nb.core import CheckpointDirLocked
+    from iclr25_nb.distributed import backend, is_main_process, world_size
     main_rank = is_main_process()
+    run = {'world_size': world_size(), 'backend': backend(), 'device': device, 'seed': args.seed}
     try:
         exp = _experiment_factory(args.paper)(preset=args.preset, seed=args.seed, device=device,
                                               **_parse_set(args.set))
@@ -243,14 +256,18 @@ def _train(args, parser, device: str) -> int:
                                     resume=args.resume, max_steps=args.max_steps)
     except (ValueError, TypeError) as e:
         parser.error(str(e))
-    if trainer.resumed_from is not None and main_rank:
-        print(f"resumed from step {trainer.resumed_from} ({trainer.checkpoint_path})", flush=True)
-    total = exp.max_steps
-    bar = tqdm(total=total, initial=exp.step_count, desc=f"train {args.paper}", unit='step', disable=not main_rank)
     # Ctrl-C (and SIGTERM) must save and exit even where the shell started us with SIGINT ignored (background jobs)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    trainer.start()
+    try: trainer.start()   # takes the checkpoint folder (rank 0); every rank learns if it could not
+    except CheckpointDirLocked as e: return _locked(e) if main_rank else 1
+    if main_rank:
+        print(f"train {args.paper}: world size {run['world_size']}, backend {run['backend']}, device {device}, "
+              f"seed {args.seed}", flush=True)
+        if trainer.resumed_from is not None:
+            print(f"resumed from step {trainer.resumed_from} ({trainer.checkpoint_path})", flush=True)
+    total = exp.max_steps
+    bar = tqdm(total=total, initial=exp.step_count, desc=f"train {args.paper}", unit='step', disable=not main_rank)
     try:
         while trainer.alive:
             time.sleep(0.1)
@@ -267,7 +284,7 @@ def _train(args, parser, device: str) -> int:
     if trainer.error is not None:
         print(f"error: {trainer.error}", file=sys.stderr); return 1
     result = exp.evaluate()
-    if main_rank: print(json.dumps({'status': trainer.status, 'step': exp.step_count, **result}))
+    if main_rank: print(json.dumps({'status': trainer.status, 'step': exp.step_count, **run, **result}))
     return 0
 
 

@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import each_item, item_failures
 
 log = logging.getLogger(__name__)
 
@@ -801,12 +802,14 @@ def rms_dist(pred, target, tol: str = 'paper'):
 
 def match_rate(preds: list, targets: list, k: int = 1, tol: str = 'paper') -> tuple[float, float]:
     """(match rate, mean RMSE of matched) of `preds` (per target a list of candidates, or one candidate) against
-    `targets` with the first `k` candidates of each."""
+    `targets` with the first `k` candidates of each. A candidate that the matcher fails on (a degenerate predicted
+    structure) is no match, counted as an item failure."""
     if len(preds) != len(targets): raise ValueError(f"{len(preds)} predictions for {len(targets)} targets")
     hits, rmse = 0, []
     for cands, tgt in zip(preds, targets):
         cands = cands if isinstance(cands, (list, tuple)) else [cands]
-        r = [d for d in (rms_dist(c, tgt, tol) for c in cands[:k]) if d is not None]
+        r = [d for d in each_item(lambda c: rms_dist(c, tgt, tol), cands[:k], errors=(ValueError, ArithmeticError),
+                                  what='predicted structure') if d is not None]
         if r: hits += 1; rmse.append(min(r))
     return hits / max(len(targets), 1), float(np.mean(rmse)) if rmse else float('nan')
 
@@ -1234,7 +1237,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     """MOFFlow against the atom-level flow (same wall time), random search and the prior on synthetic MOFs: match
     rate and RMSE (headline), k samples and sampling-time scaling (mechanism). `ablate`: rotations frozen at the
     prior. `data` is unused (the data are generated)."""
-    with Report.run('mofflow', preset, seed, ablate, device, threads=1) as report:
+    with Report.run('mofflow', preset, seed, ablate, device, threads=1) as report, item_failures(report):
         res = _run(preset, seed, ablate, device)
         _rows(report, res); _claims(report, res); _findings(report, res); _figures(report, res)
         report.notes += NOTES

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ITEM_ERRORS, count_item_failure, item_failures
 
 log = logging.getLogger(__name__)
 
@@ -687,7 +688,7 @@ class CallableClient:
             return out if isinstance(out, str) else str(out)
         except Exception as e:                                     # a failing user client is an unparseable answer
             self.failures += 1
-            log.warning("client call failed: %s", e)
+            count_item_failure(e, 'client call')
             return ''
 
 
@@ -737,7 +738,9 @@ def ask(client, problems: ProblemSet, mode: str = 'simulate', style: str = 'zero
         msgs = render_prompt(q, mode, style, shuffle_outcomes, rng, n_people=n_i)
         got = []
         for _ in range(1 if mode == 'aggregate' or style == 'cot' else n_samples):
-            out = client(msgs)
+            try: out = client(msgs)
+            except ITEM_ERRORS as e:   # this prompt's fault (an endpoint refusing a prompt past its context): unanswered
+                count_item_failure(e, f'problem {i}'); out = ''
             calls += 1
             v = parse_percentages(out) if mode == 'aggregate' else {'A': 0.0, 'B': 1.0, None: None}[parse_choice(out)]
             if v is None:
@@ -752,12 +755,15 @@ def ask(client, problems: ProblemSet, mode: str = 'simulate', style: str = 'zero
 def ask_logprobs(model, problems: ProblemSet, mode: str = 'simulate', seed: int = 0, frame: bool = True) -> dict:
     """P(B) from the log-likelihood of ' A' and ' B' after the zero-shot prompt (a model with
     `option_logprobs(prompt, options)`, e.g. `iclr25_nb.llm.LocalLLM`; `frame=False` drops the framing sentences
-    for a shorter prompt): {'rates': (N,), 'calls'}."""
+    for a shorter prompt): {'rates': (N,), NaN where the model could not score the prompt (counted as an item
+    failure), 'calls'}."""
     rng = np.random.default_rng(seed)
     rates = np.empty(len(problems))
     for i, q in enumerate(problems.problems):
         text = render_prompt(q, mode, 'zero_shot', True, rng, frame=frame)[-1]['content'] + '\nAnswer: Machine'
-        lp = np.asarray(model.option_logprobs(text, [' A', ' B']), dtype=float)
+        try: lp = np.asarray(model.option_logprobs(text, [' A', ' B']), dtype=float)
+        except (*ITEM_ERRORS, RuntimeError) as e:   # llama.cpp's 'llama_decode returned 1': past the model's context
+            count_item_failure(e, f'problem {i}'); rates[i] = np.nan; continue
         rates[i] = float(np.exp(lp[1] - np.logaddexp(lp[0], lp[1])))
     return {'rates': rates, 'calls': len(problems)}
 
@@ -1353,7 +1359,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     """The forward protocol (gap of the EV-like candidate vs the human-like control), the zoo fits and the inverse
     task on simulated people; a real LLM as findings where available. `ablate`: the candidate answers as the
     human-like agent. `data`: a ProblemSet with rates (choices13k) for zoo fits in the table."""
-    with Report.run('rational_llm', preset, seed, ablate, device, threads=1) as report:
+    with Report.run('rational_llm', preset, seed, ablate, device, threads=1) as report, item_failures(report):
         r = _run(preset, seed, ablate, device, data)
         _claims(report, r)
         _rows(report, r)

@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 
 from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ITEM_ERRORS, ItemError, count_item_failure, each_item, item_failures
 from .llm import OpenAIClient, Unavailable, from_env as llm_from_env, local_llm, text_only
 
 log = logging.getLogger(__name__)
@@ -1417,7 +1418,7 @@ def llama_cpp_client(model_path: str | None = None, n_ctx: int = 4096, max_token
             prompt = '\n'.join(m['content'] for m in msgs) + '\n{"answer": '
             return '{"answer": ' + model.complete(prompt, max_tokens=6)
         except (ValueError, RuntimeError, KeyError, IndexError) as e:   # too long for the context, model errors
-            log.info("llama_cpp_client: %s", e)
+            count_item_failure(e, 'llama_cpp_client prompt')          # an unanswered prompt, counted in the report
             return ''
     client.model = model
     return client
@@ -1431,7 +1432,9 @@ class LikelihoodAgent(Agent):
         self.model, self.name = model, name
 
     def answer(self, item):
-        lp = self.model.option_logprobs(item.prompt + '\n{"answer": ', [f'{k}}}' for k in range(len(item.options))])
+        try: lp = self.model.option_logprobs(item.prompt + '\n{"answer": ', [f'{k}}}' for k in range(len(item.options))])
+        except RuntimeError as e:   # llama.cpp: 'llama_decode returned 1' for a prompt longer than the context
+            raise ItemError(f"the model could not score this {item.task} prompt: {e}") from e
         return _reply(int(np.argmax(lp)))
 
 # %% ../nbs/22_space.ipynb #7db561c3
@@ -1441,7 +1444,9 @@ def run_episode(item: Item, agent: Agent, seed: int = 0) -> dict:
     obs, done = env.reset(), False
     agent.reset(item)
     while not done:
-        reply = agent.act(obs)
+        try: reply = agent.act(obs)
+        except ITEM_ERRORS as e:   # this episode broke the agent (a history past the model's context): it ends here
+            count_item_failure(e, f'{item.task} episode'); break
         action = parse_json_answer(reply, 'action')
         obs, done = env.step(action)
     out = env.metrics()
@@ -1471,7 +1476,8 @@ def evaluate(agent: Agent, tasks=TASKS, n: int = 20, presentation: str = 'text',
     for task in tasks:
         pres = presentation if presentation in PRESENTATIONS[task] else PRESENTATIONS[task][0]
         its = items[task] if items and task in items else generate(task, n, pres, seed, label_seed, **options)
-        if task in QA_TASKS: answers = [agent.answer(it) for it in its]
+        # an item the agent fails on (a prompt past the model's context) is unanswered and counted, not fatal
+        if task in QA_TASKS: answers = each_item(agent.answer, its, failed='', what=f'{task} item')
         else: answers = [run_episode(it, agent, seed + i) for i, it in enumerate(its)]
         out[task] = score(task, its, answers)
     return out
@@ -1878,7 +1884,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     """Reference agents on generated SPACE items: a trained MLP learns perspective taking (headline), oracle = 100%
     and random = chance (sanity), each shortcut heuristic fails its task (mechanism). `data` is unused (the
     benchmark's data are generated). `ablate`: answers from the items of another seed."""
-    with Report.run('space', preset, seed, ablate, device, threads=1) as report:
+    with Report.run('space', preset, seed, ablate, device, threads=1) as report, item_failures(report):
         res = _run(preset, seed, ablate, device)
         _rows(report, res)
         _claims(report, res)

@@ -179,3 +179,137 @@ def test_import_is_light():
     code = 'import sys, time; t=time.perf_counter(); import iclr25_nb; print(time.perf_counter()-t, "torch" in sys.modules, "panel" in sys.modules)'
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT).stdout.split()
     assert out[1:] == ['False', 'False'], out
+
+
+# -- one writer per checkpoint folder ----------------------------------------------------------------------
+from iclr25_nb.core import (LOCK_NAME, CheckpointDirLocked, CheckpointLock, ItemError, each_item, item_failures,
+                            pid_alive)
+
+HOLD = ("import sys, time; from iclr25_nb.core import CheckpointLock; "
+        "held = CheckpointLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)")
+
+
+def test_a_second_live_run_on_a_folder_is_refused_naming_the_holder(tmp_path):
+    holder = subprocess.Popen([sys.executable, '-c', HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        tr = BackgroundTrainer(demo(steps=5), checkpoint_dir=tmp_path)
+        with pytest.raises(CheckpointDirLocked) as e: tr.start()
+        assert f'pid {holder.pid} on host' in str(e.value) and 'in use by' in str(e.value)
+        assert e.value.holder['pid'] == holder.pid and tr.status == 'idle' and not tr.alive
+        assert not (tmp_path / 'checkpoint.pt').exists()
+    finally:
+        holder.kill(); holder.wait()
+    # its holder killed (no chance to clean up), the folder is free again: the kernel dropped the flock
+    assert not pid_alive(holder.pid) and (tmp_path / LOCK_NAME).exists()
+    tr = BackgroundTrainer(demo(steps=5), checkpoint_dir=tmp_path).start().join(10)
+    assert tr.status == 'done' and sorted(p.name for p in tmp_path.iterdir()) == ['checkpoint.pt']
+
+
+def test_a_stale_lock_of_a_dead_pid_is_taken_over_and_its_temporary_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, '-c', 'pass']); dead.wait()
+    import socket
+    (tmp_path / LOCK_NAME).write_text(json.dumps({'pid': dead.pid, 'host': socket.gethostname()}))
+    (tmp_path / 'checkpoint.pt.x1y2.tmp').write_bytes(b'half a checkpoint')
+    tr = BackgroundTrainer(demo(steps=10**6, delay=0.001), checkpoint_dir=tmp_path).start()
+    assert tr.wait(3)
+    assert json.loads((tmp_path / LOCK_NAME).read_text())['pid'] == os.getpid()    # held while it runs
+    with pytest.raises(CheckpointDirLocked, match=f'pid {os.getpid()}'):             # a second trainer, same process
+        BackgroundTrainer(demo(steps=5), checkpoint_dir=tmp_path).start()
+    tr.stop()
+    assert tr.status == 'stopped' and sorted(p.name for p in tmp_path.iterdir()) == ['checkpoint.pt']
+
+
+def test_a_lock_from_another_host_is_refused_with_what_to_do(tmp_path):
+    (tmp_path / LOCK_NAME).write_text(json.dumps({'pid': 123, 'host': 'node17', 'since': '2026-12-05T10:00:00+00:00'}))
+    with pytest.raises(CheckpointDirLocked, match='pid 123 on host node17.*delete the lock file'):
+        CheckpointLock(tmp_path).acquire()
+
+
+# -- one bad item never kills a run --------------------------------------------------------------------------
+def test_each_item_counts_the_items_own_failures_and_stops_on_program_errors():
+    def answer(prompt):
+        if prompt == 'bad': raise ItemError(f"a prompt of {len(prompt) * 1000} tokens exceeds the context")
+        if prompt == 'odd': raise ValueError('malformed item 7')
+        return prompt.upper()
+    r = Report(paper='demo')
+    with item_failures(r) as failed:
+        assert each_item(answer, ['a', 'bad', 'b', 'bad', 'odd'], failed='') == ['A', '', 'B', '', '']
+        with item_failures() as inner:                   # an inner block counts into the outer one too
+            each_item(answer, ['bad'], failed=lambda item: f'<{item}>') == ['<bad>']
+    assert inner.total == 1 and failed.total == 4
+    assert r.meta['item_failures'] == {'ItemError: a prompt of # tokens exceeds the context': 3,
+                                       'ValueError: malformed item #': 1}
+    with pytest.raises(TypeError): each_item(lambda x: x + 1, [1, None])              # the program's fault
+    with pytest.raises(ZeroDivisionError): each_item(lambda x: 1 / x, [1, 0], errors=(ItemError,))
+
+
+# the papers' loops over items, each with an injected bad item
+class _ContextLimitedModel:
+    "A stand-in for iclr25_nb.llm.LocalLLM: `option_logprobs` fails as llama.cpp does on a prompt past its context."
+    def __init__(self, too_long: str): self.too_long, self.calls = too_long, 0
+
+    def option_logprobs(self, prompt, options):
+        self.calls += 1
+        if self.too_long in prompt: raise RuntimeError('llama_decode returned 1')
+        return [-float(k) for k in range(len(options))]
+
+
+def test_space_a_prompt_past_the_context_is_counted_and_evaluation_goes_on():
+    from iclr25_nb import space
+    items = space.generate('mrt', 4, 'text', 0)
+    model = _ContextLimitedModel(items[2].prompt)
+    with item_failures() as failed:
+        out = space.evaluate(space.LikelihoodAgent(model), ['mrt'], items={'mrt': items})
+    assert model.calls == 4 and 0 <= out['mrt']['accuracy'] <= 75                    # the bad item scores as wrong
+    assert failed.as_meta() == {'ItemError: the model could not score this mrt prompt: llama_decode returned #': 1}
+    nav = space.generate('route', 1, 'text', 0)
+    calls = []
+    def breaks_on_the_third_turn(messages):
+        calls.append(1)
+        if len(calls) == 3: raise ValueError('a history of 5000 tokens exceeds the context of 4096')
+        return '{"action": "up"}'
+    with item_failures() as failed:
+        res = space.evaluate(space.CallableAgent(breaks_on_the_third_turn), ['route'], items={'route': nav})
+    assert res['route']['success'] == 0.0 and failed.total == 1 and len(calls) == 3     # the episode ended there
+    class Broken(space.Agent):
+        def answer(self, item): raise AttributeError('a bug, not an item')
+    with pytest.raises(AttributeError): space.evaluate(Broken(), ['mrt'], items={'mrt': items})
+
+
+def test_rational_llm_a_bad_problem_is_counted_and_the_others_answered():
+    import numpy as np
+    from iclr25_nb import rational_llm as rl
+    problems = rl.make_problems(5, seed=0)
+    class SecondPromptTooLong:
+        calls = 0
+        def option_logprobs(self, prompt, options):
+            self.calls += 1
+            if self.calls == 2: raise RuntimeError('llama_decode returned 1')
+            return [-1.0, -0.5]
+    model = SecondPromptTooLong()
+    with item_failures() as failed:
+        rates = rl.ask_logprobs(model, problems, 'individual')['rates']
+    assert np.isnan(rates[1]) and np.isfinite(np.delete(rates, 1)).all() and failed.total == 1
+    def endpoint(messages):                                    # refuses the third prompt, as an HTTP 400 would
+        endpoint.n += 1
+        if endpoint.n == 3: raise ValueError('HTTP 400: the prompt exceeds the context length')
+        return '{"choice": "B"}'
+    endpoint.n = 0
+    with item_failures() as failed:
+        out = rl.ask(endpoint, problems, 'individual', 'cot')
+    assert failed.total == 1 and out['failed'] == 1 and np.isnan(out['rates']).sum() == 1 and out['calls'] == 5
+
+
+def test_mofflow_a_structure_the_matcher_fails_on_is_no_match_and_counted(monkeypatch):
+    from iclr25_nb import mofflow
+    def rms(c, t, tol='paper'):
+        if c == 'degenerate': raise ValueError('singular lattice matrix')
+        return 0.1
+    monkeypatch.setattr(mofflow, 'rms_dist', rms)
+    with item_failures() as failed:
+        assert mofflow.match_rate([['degenerate', 'ok'], ['degenerate']], ['t1', 't2'], k=2) == (0.5, 0.1)
+    assert failed.as_meta() == {'ValueError: singular lattice matrix': 2}
+    monkeypatch.setattr(mofflow, 'rms_dist', lambda c, t, tol='paper': c.lattice)     # a bug: AttributeError
+    with pytest.raises(AttributeError): mofflow.match_rate(['x'], ['t'])

@@ -1,6 +1,7 @@
 """Data-parallel training through torchrun (gloo on CPU, 2 processes): the 2-process curve is the 1-process one with
 the same global batch, a run stopped mid-way resumes with 1 process from the 2-process checkpoint, rank 0 alone
 writes files, and bad launch values exit 2. Each torchrun start costs about 5 s here."""
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from iclr25_nb.cli import main
-from iclr25_nb.core import load_checkpoint
+from iclr25_nb.core import CheckpointLock, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 RTOL = 1e-5   # demo, full-batch gradient descent: 2 half-batch means vs one mean, float32 reduction order only
@@ -38,13 +39,26 @@ def assert_curves_close(a, b, rtol):
     assert worst <= rtol, f"curves differ by {worst:.3g} (relative), tolerance {rtol}"
 
 
+STDOUT = {}   # the demo runs' output, by process count
+
+
 @pytest.fixture(scope='module')
 def demo_runs(tmp_path_factory):
     "The demo, 20 full-batch steps, in 1 and in 2 processes."
     one, two = tmp_path_factory.mktemp('one'), tmp_path_factory.mktemp('two')
-    train('demo', '--set', 'steps=20', '--checkpoint-dir', str(one))
-    train('demo', '--set', 'steps=20', '--checkpoint-dir', str(two), nproc=2)
+    STDOUT[1] = train('demo', '--set', 'steps=20', '--checkpoint-dir', str(one)).stdout
+    STDOUT[2] = train('demo', '--set', 'steps=20', '--checkpoint-dir', str(two), nproc=2).stdout
     return one, two
+
+
+@pytest.mark.parametrize('nproc,backend', [(1, 'none'), (2, 'gloo')])
+def test_train_says_how_it_runs_once_and_in_its_json_line(demo_runs, nproc, backend):
+    out = STDOUT[nproc]
+    line = f"train demo: world size {nproc}, backend {backend}, device cpu, seed 0"
+    assert out.count('world size') == 1 and line in out, out[-2000:]                  # once: rank 0 alone
+    last = json.loads(out.strip().splitlines()[-1])
+    assert {k: last[k] for k in ('world_size', 'backend', 'device', 'seed', 'step')} == \
+        {'world_size': nproc, 'backend': backend, 'device': 'cpu', 'seed': 0, 'step': 20}
 
 
 def test_two_processes_follow_the_one_process_curve(demo_runs):
@@ -169,3 +183,65 @@ def test_opted_in_paper_trains_with_two_processes_like_one(paper, tmp_path):
     train(*args, '--checkpoint-dir', str(tmp_path / 'two'), nproc=2)
     for key, rtol in tolerances.items():
         assert_curves_close(losses(tmp_path / 'two', key), losses(tmp_path / 'one', key), rtol)
+
+
+# -- a run's processes die with it; one writer per checkpoint folder ------------------------------------------
+def _alive_with(marker: str) -> list[tuple[int, str]]:
+    "(pid, command) of the live processes (zombies excluded) whose command line contains `marker`."
+    out = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            cmd = Path(f'/proc/{pid}/cmdline').read_bytes().replace(b'\0', b' ').decode(errors='replace')
+            state = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+        except (OSError, IndexError): continue
+        if marker in cmd and state != 'Z': out.append((int(pid), cmd))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+def test_workers_die_with_their_launcher_killed_by_sigkill(tmp_path):
+    """A scheduler kills the job's process group with SIGKILL: the launcher and torchrun die at once; the workers,
+    in sessions of their own, must notice and stop within a few seconds, leaving a readable checkpoint."""
+    ckpt = tmp_path / 'run'
+    cmd = [sys.executable, '-m', 'iclr25_nb.cli', 'train', 'demo', '--set', 'steps=100000', '--set', 'delay=0.01',
+           '--checkpoint-dir', str(ckpt), '--checkpoint-every', '0.2', '--nproc', '2']
+    p = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)                       # its own process group, as under a scheduler
+    try:
+        t0 = time.monotonic()
+        while not (ckpt / 'checkpoint.pt').exists() and p.poll() is None and time.monotonic() - t0 < 120: time.sleep(0.1)
+        workers = [pid for pid, c in _alive_with(str(ckpt)) if '--ddp-worker' in c and 'torch.distributed.run' not in c]
+        assert len(workers) == 2, (workers, p.poll())
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        err = p.communicate(timeout=30)[1]
+    t0 = time.monotonic()
+    while _alive_with(str(ckpt)) and time.monotonic() - t0 < 10: time.sleep(0.1)
+    left = _alive_with(str(ckpt))
+    for pid, _ in left: os.kill(pid, signal.SIGKILL)                   # never leave them behind, even on failure
+    assert not left, f"still alive 10 s after the launcher's group was killed: {left}"
+    state = load_checkpoint(ckpt / 'checkpoint.pt')                    # whole: saves are atomic
+    assert state['experiment']['step_count'] > 0, err[-2000:]
+    CheckpointLock(ckpt).acquire().release()   # the next run takes the folder: the lock was given back, or is stale
+    assert sorted(p.name for p in ckpt.iterdir()) == ['checkpoint.pt']     # and no temporary is left
+
+
+HOLD = ("import sys, time; from iclr25_nb.core import CheckpointLock; "
+        "held = CheckpointLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)")
+
+
+@pytest.mark.parametrize('nproc', [1, 2])
+def test_a_second_run_on_a_held_checkpoint_folder_exits_naming_the_holder(tmp_path, nproc, capsys):
+    "Another live run holds the folder: `train` exits 1 before it writes anything, naming that run's pid and host."
+    holder = subprocess.Popen([sys.executable, '-c', HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT, env=ENV)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        code = main(['train', 'demo', '--set', 'steps=5', '--checkpoint-dir', str(tmp_path), '--nproc', str(nproc)])
+        err = capsys.readouterr().err
+    finally:
+        holder.kill(); holder.wait()
+    assert code == 1 and f'is in use by pid {holder.pid} on host' in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['checkpoint.lock']     # nothing written
+    assert main(['train', 'demo', '--set', 'steps=5', '--checkpoint-dir', str(tmp_path)]) == 0   # stale: taken over
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['checkpoint.pt']
