@@ -18,9 +18,7 @@ CONTENTS = {
     'truncated text': b'{"name": "sample", "values": [[0.5, 1.5, 2.5], [3.5, 4.',
 }
 # loaders known to fail this test, with the reason, until their owners fix them
-KNOWN = {
-    'bonemet.load_records': 'a UnicodeDecodeError that does not name the file (being fixed by the bonemet helper)',
-}
+KNOWN: dict[str, str] = {}   # 'paper.load_x': why it does not name the file yet (strict xfail: remove once fixed)
 PATH_NAMES = ('path', 'folder')
 
 
@@ -41,7 +39,7 @@ def loaders() -> list:
             if attr.startswith('load_') and inspect.isfunction(fn) and fn.__module__ == module.__name__ \
                     and _single_path(fn):
                 key = f'{name}.{attr}'
-                marks = [pytest.mark.xfail(reason=KNOWN[key], strict=False)] if key in KNOWN else []
+                marks = [pytest.mark.xfail(reason=KNOWN[key], strict=True)] if key in KNOWN else []
                 out.append(pytest.param(fn, id=key, marks=marks))
     return out
 
