@@ -184,3 +184,12 @@ def test_docs_outside_a_checkout_is_one_line(tmp_path):
                        timeout=120)
     assert r.returncode == 2 and 'Traceback' not in r.stderr
     assert 'the docs are built from the notebooks of a checkout' in r.stderr and len(r.stderr.strip().splitlines()) == 2
+
+
+def test_app_page_with_a_missing_extra_names_it(monkeypatch):
+    "A page whose explorer needs a missing extra says which one (the paper's), not a traceback."
+    from iclr25_nb import app, core
+    def load(self): raise ModuleNotFoundError("No module named 'rdkit'", name='rdkit')
+    monkeypatch.setattr(core.Paper, 'load', load)
+    alert = app.paper_page('molleo')
+    assert "pip install 'iclr25_nb[molleo]'" in alert.object and 'could not be built' in alert.object
