@@ -87,7 +87,7 @@ def load_array(path, key: str | None = None, *, shape=None, min_shape=None, dtyp
         raise ValueError(f"{path}: not a readable {what} file ({e})") from None
     return check_array(x, f"{path}: {what}", shape=shape, min_shape=min_shape, dtype=dtype, finite=finite)
 
-# %% ../nbs/06_data.ipynb #09e81f12
+# %% ../nbs/06_data.ipynb #e8484aa4
 import gzip
 import hashlib
 import logging
@@ -96,6 +96,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
@@ -237,7 +238,7 @@ def _dataset(name: str) -> Dataset:
 
 def _where() -> str: return ', '.join(str(r) for r in data_roots())
 
-# %% ../nbs/06_data.ipynb #78fd4727
+# %% ../nbs/06_data.ipynb #569a645b
 RAW = 'https://raw.githubusercontent.com/{repo}/{commit}/{path}'
 API = 'https://api.github.com/repos/{repo}/contents/{path}?ref={commit}'
 
@@ -245,13 +246,19 @@ API = 'https://api.github.com/repos/{repo}/contents/{path}?ref={commit}'
 def _github_dir(d: Dataset, path: str) -> list[str]:
     "The file names in folder `path` of `d.repo` at `d.commit` (GitHub's contents API)."
     import json as _json
-    with urllib.request.urlopen(API.format(repo=d.repo, commit=d.commit, path=path), timeout=60) as r:
-        return [e['name'] for e in _json.load(r) if e.get('type') == 'file']
+    url = API.format(repo=d.repo, commit=d.commit, path=path)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r: return [e['name'] for e in _json.load(r) if e.get('type') == 'file']
+    except urllib.error.URLError as e:
+        raise OSError(f"could not list {url}: {getattr(e, 'reason', e)}") from None
 
 
 def _fetch(url: str, dst: Path):
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with urllib.request.urlopen(url, timeout=120) as r, open(dst, 'wb') as f: shutil.copyfileobj(r, f)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r, open(dst, 'wb') as f: shutil.copyfileobj(r, f)
+    except urllib.error.URLError as e:              # an OSError: the CLI prints it as one line
+        raise OSError(f"could not download {url}: {getattr(e, 'reason', e)}") from None
 
 
 def _untar_member(archive: Path, member: str, dst: Path):

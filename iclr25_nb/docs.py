@@ -244,7 +244,7 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #d8e439d9
+# %% ../nbs/04_docs.ipynb #07934fa1
 def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[str] | None = None,
                timeout: int = 900) -> Path:
     """Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`. The notebooks come
@@ -254,7 +254,7 @@ def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[st
     files = sorted(p for p in nbs.glob('*.ipynb') if not p.name.startswith('_'))
     if not files:
         raise ValueError(f"no notebooks in {nbs}: the docs are built from the notebooks of a checkout of the project "
-                         f"(run `iclr25 docs` in its root, or pass its nbs/ folder); a pip install has none")
+                         f"(run `iclr25 docs` in its root); a pip install has none")
     import importlib.util
     missing = [m for m in ('nbformat', 'nbclient', 'nbconvert', 'nbdev', 'mkdocs', 'jupyter_server_mathjax')
                if importlib.util.find_spec(m) is None]

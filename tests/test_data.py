@@ -138,7 +138,7 @@ def test_cli_data_get_offline_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(data, 'RAW', f"file://{tmp_path}/nowhere/{{repo}}/{{commit}}/{{path}}")
     assert main(['data', 'get', 'tinyshakespeare', '--to', str(tmp_path / 'got')]) == 1
     err = capsys.readouterr().err
-    assert err.startswith('iclr25 data: error:') and len(err.strip().splitlines()) == 1 and 'Traceback' not in err
+    assert err.startswith('iclr25 data: error: could not download') and len(err.strip().splitlines()) == 1 and 'Traceback' not in err
     assert not (tmp_path / 'got' / 'text').exists()
 
 
