@@ -104,7 +104,8 @@ class ConfigBase:
         is refused with a `ValueError` naming the class, the field, the type and the value. An int is a fine float;
         a bool is not a number; other annotations are not checked."""
         import typing
-        hints = typing.get_type_hints(type(self))
+        try: hints = typing.get_type_hints(type(self))
+        except Exception: hints = {}                  # an annotation that does not resolve is not checked
         for f in dataclasses.fields(self):
             t, value = hints.get(f.name, f.type), getattr(self, f.name)
             if _type_ok(value, t) is False:
