@@ -12,7 +12,7 @@ from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #72acbb01
+# %% ../nbs/02_app.ipynb #2f237a29
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
     from iclr25_nb.panel_env import panel
@@ -33,6 +33,11 @@ def paper_page(name: str):
     pn = panel()
     try:
         return get_paper(name).load().explorer()
+    except ImportError as e:   # a missing extra: the page (and one log line) names what to install
+        text = str(e) if 'pip install' in str(e) else f"{e}: pip install 'iclr25_nb[{name}]'"
+        log.warning("explorer of %s needs an extra: %s", name, text)
+        return pn.pane.Alert(f"The explorer of `{name}` could not be built: it needs an optional dependency: {text}",
+                             alert_type='warning')
     except Exception as e:   # the page says what broke instead of a blank server error
         log.exception("explorer of %s failed", name)
         return pn.pane.Alert(f"The explorer of `{name}` could not be built: {type(e).__name__}: {e}",

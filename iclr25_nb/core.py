@@ -64,13 +64,54 @@ def bound(default, *, ge=None, gt=None, le=None, lt=None, choices=None):
     return field(default=default, metadata=meta)
 
 
+_TYPE_TEXT = {int: 'an integer', float: 'a number', bool: 'True or False', str: 'a string', tuple: 'a tuple or list',
+              list: 'a tuple or list', dict: 'a dict', type(None): 'None'}
+
+
+def _type_ok(v, t) -> bool | None:
+    "Whether `v` fits the annotation `t` (int, float, bool, str, tuple, list, dict, X | None); None: not checked."
+    import types, typing
+    origin = typing.get_origin(t)
+    if origin in (typing.Union, types.UnionType):
+        results = [_type_ok(v, a) for a in typing.get_args(t)]
+        return True if any(results) else (None if None in results else False)
+    not_bool = not isinstance(v, (bool, np.bool_))
+    if t is type(None): return v is None
+    if t is bool: return not not_bool
+    if t is int: return isinstance(v, (int, np.integer)) and not_bool
+    if t is float: return isinstance(v, (int, float, np.integer, np.floating)) and not_bool
+    if t is str: return isinstance(v, str)
+    if t in (tuple, list) or origin in (tuple, list): return isinstance(v, (tuple, list))   # JSON turns tuples into lists
+    if t is dict or origin is dict: return isinstance(v, dict)
+    return None
+
+
+def _type_text(t) -> str:
+    import typing
+    args = typing.get_args(t) if typing.get_origin(t) is not None and typing.get_origin(t) not in (tuple, list, dict) else (t,)
+    return ' or '.join(dict.fromkeys(_TYPE_TEXT.get(typing.get_origin(a) or a, str(a)) for a in args))
+
+
 class ConfigBase:
-    "Mixin for experiment configuration dataclasses: presets, declared bounds, validation, (de)serialisation."
+    "Mixin for experiment configuration dataclasses: presets, declared bounds, types, validation, (de)serialisation."
     _full: dict = {}   # field overrides for the `full` preset (the defaults are the `quick` preset)
 
     def __post_init__(self):
         self.check_bounds()
+        self.check_types()
         self.validate()
+
+    def check_types(self):
+        """Check every field against its annotation (int, float, bool, str, tuple/list, dict, `X | None`): `steps=2.5`
+        is refused with a `ValueError` naming the class, the field, the type and the value. An int is a fine float;
+        a bool is not a number; other annotations are not checked."""
+        import typing
+        try: hints = typing.get_type_hints(type(self))
+        except Exception: hints = {}                  # an annotation that does not resolve is not checked
+        for f in dataclasses.fields(self):
+            t, value = hints.get(f.name, f.type), getattr(self, f.name)
+            if _type_ok(value, t) is False:
+                raise ValueError(f"{type(self).__name__}.{f.name} must be {_type_text(t)} (got {value!r})")
 
     def check_bounds(self):
         "Check every field declared with `bound(...)`; the error names the class, the field, the bound and the value."

@@ -91,7 +91,7 @@ def load_optdigits(path):
     a = torch.tensor(rows)
     return a[:, :64].float().reshape(-1, 1, 8, 8) / 16.0, a[:, 64].long()
 
-# %% ../nbs/10_deeptage.ipynb #26c20be2
+# %% ../nbs/10_deeptage.ipynb #76de7dd3
 def sklearn_digits() -> tuple[torch.Tensor, torch.Tensor]:
     """scikit-learn's 1,797 digits as (images (n, 1, 8, 8) in [0, 1], labels (n,)), read with `load_optdigits` from the
     `digits.csv.gz` inside the installed scikit-learn wheel (the file `sklearn.datasets.load_digits` reads), without
@@ -102,7 +102,8 @@ def sklearn_digits() -> tuple[torch.Tensor, torch.Tensor]:
         from pathlib import Path
         spec = importlib.util.find_spec('sklearn')
         if spec is None or not spec.submodule_search_locations:
-            raise ImportError("scikit-learn is needed for the digits data (it ships digits.csv.gz in its wheel)")
+            raise ImportError("deeptage's digits data ships inside scikit-learn (digits.csv.gz), which is not "
+                              "installed: pip install 'iclr25_nb[deeptage]'")
         _DIGITS = load_optdigits(Path(list(spec.submodule_search_locations)[0]) / 'datasets' / 'data' / 'digits.csv.gz')
     return _DIGITS
 

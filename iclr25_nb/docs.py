@@ -244,19 +244,27 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #1020268e
+# %% ../nbs/04_docs.ipynb #07934fa1
 def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[str] | None = None,
                timeout: int = 900) -> Path:
-    "Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`."
-    import nbformat, plotly, jupyter_server_mathjax
+    """Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`. The notebooks come
+    with a checkout of the project (a pip install has none: `ValueError` saying so) and the tools with its `dev` extra
+    (`ImportError` naming it)."""
     nbs, out = Path(nbs).resolve(), Path(out).resolve()
     files = sorted(p for p in nbs.glob('*.ipynb') if not p.name.startswith('_'))
+    if not files:
+        raise ValueError(f"no notebooks in {nbs}: the docs are built from the notebooks of a checkout of the project "
+                         f"(run `iclr25 docs` in its root); a pip install has none")
+    import importlib.util
+    missing = [m for m in ('nbformat', 'nbclient', 'nbconvert', 'nbdev', 'mkdocs', 'jupyter_server_mathjax')
+               if importlib.util.find_spec(m) is None]
+    if missing: raise ImportError(f"building the docs needs {', '.join(missing)}: pip install 'iclr25_nb[dev]'")
+    import nbformat, plotly, jupyter_server_mathjax
     if only is not None:
         wanted = set(only) | {'index'}
         unknown = sorted(wanted - {p.stem for p in files})
         if unknown: raise ValueError(f"no notebook(s) {unknown} in {nbs}; there are {[p.stem for p in files]}")
         files = [p for p in files if p.stem in wanted]
-    if not files: raise ValueError(f"no notebooks in {nbs}")
     files.sort(key=lambda p: (p.stem != 'index', p.stem))
     with tempfile.TemporaryDirectory(prefix='iclr25_docs_') as tmp:
         src = Path(tmp) / 'src'; (src / 'assets').mkdir(parents=True)

@@ -141,7 +141,7 @@ def schedule_release_memory(delay_s: float = 2.0):
         release_memory()
     IOLoop.current().call_later(delay_s, run)
 
-# %% ../nbs/01_live.ipynb #ff5c7502
+# %% ../nbs/01_live.ipynb #e4626b24
 def _end_reason(t: BackgroundTrainer) -> str:
     if t.status == 'done':
         if t.experiment.done: return t.experiment.end_reason
@@ -380,7 +380,12 @@ class LiveView:
         return self.layout._repr_mimebundle_(include, exclude)
 
     def ipywidget(self):
-        "The view as an ipywidget (through jupyter_bokeh), for Notebook 7, VS Code and other ipywidgets front ends."
+        """The view as an ipywidget (through jupyter_bokeh), for Notebook 7, VS Code and other ipywidgets front ends.
+        Needs the `widgets` extra (ipywidgets, jupyter_bokeh); JupyterLab and `iclr25 serve` show the view without it."""
+        import importlib.util
+        missing = [m for m in ('ipywidgets', 'jupyter_bokeh') if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ImportError(f"LiveView.ipywidget() needs {' and '.join(missing)}: pip install 'iclr25_nb[widgets]'")
         return panel().ipywidget(self.layout)
 
 # %% ../nbs/01_live.ipynb #33bcfb30

@@ -14,7 +14,7 @@ __all__ = ['log', 'PAPER', 'so3', 'Z_OF', 'SYMBOL', 'NETS', 'NODES', 'LINKERS', 
            'MOFFlowExperiment', 'mof5_path', 'mof5_sample', 'mof5_demo', 'scaling_times', 'reproduce', 'loss_figure',
            'scaling_figure', 'match_figure', 'structure_figure', 'trajectory_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/11_mofflow.ipynb #26fcd646
+# %% ../nbs/11_mofflow.ipynb #e512df2a
 import logging
 import math
 import time
@@ -40,11 +40,12 @@ PAPER = dict(number=11, name='mofflow',
 
 
 def _need(module: str):
-    "Import an optional peer (pymatgen, ...) or raise an ImportError that says how to install it."
+    """Import an optional peer (pymatgen: CIFs, structure matching in `evaluate`) or raise one ImportError that names
+    the extra to install."""
     import importlib
     try: return importlib.import_module(module)
-    except ImportError as e:
-        raise ImportError(f"{module} is needed here: pip install 'iclr25_nb[peers]' ({e})") from None
+    except ImportError:
+        raise ImportError(f"mofflow needs {module.split('.')[0]} here: pip install 'iclr25_nb[mofflow]'") from None
 
 # %% ../nbs/11_mofflow.ipynb #64be69fe
 def _hat(w: torch.Tensor) -> torch.Tensor:
@@ -395,7 +396,7 @@ def dataset(n: int, seed: int = 0, max_atoms: int = 260, jitter: float = 0.0, ne
     return [make_mof(net, linker=lk, supercell=sc, jitter=jitter, seed=int(rng.integers(2**31)))
             for net, lk, sc in (confs[i] for i in rng.integers(0, len(confs), n))]
 
-# %% ../nbs/11_mofflow.ipynb #5dceb951
+# %% ../nbs/11_mofflow.ipynb #a6bdde83
 METALS = frozenset({3, 4, 11, 12, 13, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 37, 38, 39, 40, 41, 42, 44,
                     45, 46, 47, 48, 49, 50, 55, 56, 57, 58, 59, 60, 62, 63, 64, 65, 66, 67, 68, 70, 71, 72, 73, 74,
                     78, 79, 80, 81, 82, 83, 90, 92})
@@ -424,7 +425,7 @@ def load_cif(path):
 
 def bonds(structure, tol: float = 0.35) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "(i, j, image) of every bond (both directions): d_ij < r_i + r_j + tol with covalent radii, periodic."
-    from pymatgen.analysis.molecule_structure_comparator import CovalentRadius
+    CovalentRadius = _need('pymatgen.analysis.molecule_structure_comparator').CovalentRadius
     cov = np.array([CovalentRadius.radius.get(site.specie.symbol, 1.5) for site in structure])
     i, j, img, d = structure.get_neighbor_list(r=float(2 * cov.max() + tol))
     keep = (d < cov[i] + cov[j] + tol) & (d > 1e-6)
@@ -1047,24 +1048,23 @@ class MOFFlowExperiment(Experiment):
 
 make_experiment = MOFFlowExperiment.from_preset
 
-# %% ../nbs/11_mofflow.ipynb #41635fc9
+# %% ../nbs/11_mofflow.ipynb #a2229e73
 def mof5_path(path=None) -> Path | None:
-    "MOF-5's CIF: `path`, else $ICLR25_DATA/mof_cif or ../shared/data/mof_cif beside the project, if there is one."
-    import os
+    """MOF-5's CIF: `path`, else `mof_cif/mof-5_cellopt.cif` where the data sets are looked for
+    (`iclr25_nb.data.data_roots`: $ICLR25_DATA, the user cache that `iclr25 data get mof_cif` fills, ../shared/data
+    beside a checkout), else None."""
     if path is not None:
         if not Path(path).is_file(): raise ValueError(f"no MOF-5 CIF at {path}")
         return Path(path)
-    import iclr25_nb                                    # not this module's __file__: a notebook has none
-    for p in (Path(os.environ['ICLR25_DATA']) / 'mof_cif' if 'ICLR25_DATA' in os.environ else None,
-              Path(iclr25_nb.__file__).resolve().parents[2] / 'shared' / 'data' / 'mof_cif'):
-        if p is not None and (p / 'mof-5_cellopt.cif').is_file(): return p / 'mof-5_cellopt.cif'
-    return None
+    from iclr25_nb.data import find_data
+    p = find_data('mof_cif/mof-5_cellopt.cif')
+    return p if p is not None and p.is_file() else None
 
 
 def mof5_sample(path=None) -> MOFSample:
     "MOF-5's primitive cell (2 Zn4O13 nodes + 6 BDC linkers, 106 atoms) as a MOFSample with its true poses."
     p = mof5_path(path)
-    if p is None: raise ValueError("MOF-5's CIF not found: set $ICLR25_DATA or pass its path")
+    if p is None: raise ValueError("MOF-5's CIF not found: run `iclr25 data get mof_cif`, set $ICLR25_DATA or pass its path")
     prim = load_cif(p).get_primitive_structure()
     return blocks_to_sample(prim, decompose(prim, 'MOF-5'), 'MOF-5')
 
@@ -1088,7 +1088,7 @@ def mof5_demo(model, interp: Interpolant, k: int = 5, steps: int = 20, seed: int
         out[f'matched_{tol}'] = sum(r is not None for r in out[f'rms_{tol}'])
     return out
 
-# %% ../nbs/11_mofflow.ipynb #47a30980
+# %% ../nbs/11_mofflow.ipynb #9d4381f7
 MR_GAP_MIN = 0.15        # MOFFlow - AtomFlow, k = 1: set AFTER seeing seeds 0-2 (0.4, 0.35, 0.325; batch 32 + cosine)
 MR_MIN = 0.10            # MOFFlow, k = 3: the first calibration run's value, set before seeds 0-2 (0.425, 0.55, 0.55)
 ATOM_TEST = 10           # test MOFs sampled by AtomFlow
@@ -1152,6 +1152,10 @@ def _run(preset: str, seed: int, ablate: bool, device) -> dict:
                         rotations=not ablate)
     res['other_schedule'] = match_rate(sample(exp.model, exp.test_set, 20, other, seed=seed), exp.test_set)[0]
     res['scaling'] = scaling_times(exp.model, atom)
+    if mof5_path() is None:
+        from iclr25_nb.data import fallback
+        res['data'] = fallback('mofflow', "MOF-5's CIF (mof_cif/mof-5_cellopt.cif)", 'the synthetic MOFs only')
+    else: res['data'] = f"synthetic MOFs; MOF-5 from {mof5_path()}"
     res['mof5'] = mof5_demo(exp.model, exp.interp, 5, c.euler_steps, seed) if mof5_path() else None
     return res
 
@@ -1239,6 +1243,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     prior. `data` is unused (the data are generated)."""
     with Report.run('mofflow', preset, seed, ablate, device, threads=1) as report, item_failures(report):
         res = _run(preset, seed, ablate, device)
+        report.meta['data'] = res['data']                  # whether MOF-5's real CIF was found (also logged)
         _rows(report, res); _claims(report, res); _findings(report, res); _figures(report, res)
         report.notes += NOTES
     return report

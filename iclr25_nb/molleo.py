@@ -5,15 +5,15 @@
 # %% auto #0
 __all__ = ['log', 'PAPER', 'TASKS', 'MUTATIONS', 'MUTATION_P', 'SYSTEM_PROMPT', 'EDITORS', 'METHODS', 'LABELS', 'make_experiment',
            'GAIN_MIN', 'GA_OVER_RANDOM_MIN', 'QUICK_TASKS', 'FULL_TASKS', 'PMO_GRAPH_GA', 'NOTES', 'PAPER_ISOMERS',
-           'EDITOR_NAMES', 'load_smiles', 'default_pool_path', 'load_pool', 'fingerprint', 'tanimoto', 'gaussian',
-           'geometric_mean', 'parse_formula', 'element_counts', 'isomer_score', 'sa_score', 'logp', 'Task', 'task',
-           'canonical', 'Oracle', 'top_k_mean', 'top_k_auc', 'ring_ok', 'mol_ok', 'crossover', 'mutate', 'Editor',
-           'GAEditor', 'RandomPoolEditor', 'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt', 'parse_box',
-           'ChatEditor', 'SelfiesLM', 'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch', 'RandomSearch', 'run_ga',
-           'MolLEOConfig', 'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client', 'convergence_figure',
-           'reproduce', 'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
+           'EDITOR_NAMES', 'load_smiles', 'default_pool_path', 'pool_source', 'load_pool', 'fingerprint', 'tanimoto',
+           'gaussian', 'geometric_mean', 'parse_formula', 'element_counts', 'isomer_score', 'sa_score', 'logp', 'Task',
+           'task', 'canonical', 'Oracle', 'top_k_mean', 'top_k_auc', 'ring_ok', 'mol_ok', 'crossover', 'mutate',
+           'Editor', 'GAEditor', 'RandomPoolEditor', 'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt',
+           'parse_box', 'ChatEditor', 'SelfiesLM', 'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch',
+           'RandomSearch', 'run_ga', 'MolLEOConfig', 'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client',
+           'convergence_figure', 'reproduce', 'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/16_molleo.ipynb #9fc2e1ac
+# %% ../nbs/16_molleo.ipynb #f8427bcf
 import gzip
 import logging
 import math
@@ -45,11 +45,11 @@ def _chem():
     try:
         from rdkit import Chem, RDLogger
     except ImportError as e:
-        raise ImportError("molleo needs RDKit: pip install 'iclr25_nb[peers]'") from e
+        raise ImportError("molleo needs RDKit: pip install 'iclr25_nb[molleo]'") from None
     RDLogger.DisableLog('rdApp.*')
     return Chem
 
-# %% ../nbs/16_molleo.ipynb #33a6ca03
+# %% ../nbs/16_molleo.ipynb #8ce7ce92
 _SMILES_LINE = re.compile(r"^[A-Za-z0-9@+\-\[\]()=#$%/\\.:*~]+$")
 
 
@@ -77,13 +77,11 @@ def load_smiles(path, limit: int | None = None) -> list[str]:
 
 
 def default_pool_path() -> Path | None:
-    "ZINC-250k from $ICLR25_DATA/zinc or ../shared/data/zinc beside the project, if there is one."
-    import os
-    here = Path(globals()['__file__']).resolve() if '__file__' in globals() else Path.cwd() / 'notebook'
-    for p in (Path(os.environ['ICLR25_DATA']) / 'zinc' if 'ICLR25_DATA' in os.environ else None,
-              here.parents[2] / 'shared' / 'data' / 'zinc'):
-        if p is not None and (p / 'zinc250k.smi.gz').is_file(): return p / 'zinc250k.smi.gz'
-    return None
+    """ZINC-250k's `zinc/zinc250k.smi.gz` where the data sets are looked for (`iclr25_nb.data.data_roots`:
+    $ICLR25_DATA, the user cache that `iclr25 data get zinc` fills, ../shared/data beside a checkout), else None."""
+    from iclr25_nb.data import find_data
+    p = find_data('zinc/zinc250k.smi.gz')
+    return p if p is not None and p.is_file() else None
 
 
 @lru_cache(maxsize=4)
@@ -91,14 +89,22 @@ def _pool(path: str) -> tuple:
     return tuple(load_smiles(path))
 
 
+def pool_source(path=None) -> tuple[Path, str]:
+    """The pool file `load_pool(path)` reads and what it is: `path`; else ZINC-250k (`default_pool_path`); else the
+    5,000 NCI molecules inside RDKit, with a warning that names `iclr25 data get zinc` (RDKit is needed either way)."""
+    _chem()                                                # molleo needs RDKit: say so here, at the first call
+    if path is not None: return Path(path), f"SMILES file {path}"
+    path = default_pool_path()
+    if path is not None: return path, f"ZINC-250k ({path})"
+    from iclr25_nb.data import fallback
+    from rdkit import RDConfig
+    fallback('molleo', 'ZINC-250k (zinc/zinc250k.smi.gz)', "RDKit's 5,000 NCI molecules (first_5K.smi)")
+    return Path(RDConfig.RDDataDir) / 'NCI' / 'first_5K.smi', "RDKit's NCI first_5K.smi (ZINC-250k not found)"
+
+
 def load_pool(path=None) -> list[str]:
-    "The starting pool: `path`, else ZINC-250k from the shared data, else RDKit's 5,000 NCI molecules (logged)."
-    if path is None: path = default_pool_path()
-    if path is None:
-        from rdkit import RDConfig
-        path = Path(RDConfig.RDDataDir) / 'NCI' / 'first_5K.smi'
-        log.info("no ZINC-250k pool found: using RDKit's NCI first_5K.smi instead")
-    return list(_pool(str(path)))
+    "The starting pool: `path`, else ZINC-250k from the data folders, else RDKit's 5,000 NCI molecules (logged)."
+    return list(_pool(str(pool_source(path)[0])))
 
 # %% ../nbs/16_molleo.ipynb #3baadb0d
 def fingerprint(mol, kind: str = 'ECFP4'):
@@ -742,12 +748,12 @@ class ChatEditor(Editor):
         return {**super().stats(), 'requests': self.requests, 'errors': self.errors, 'unparsed': self.unparsed,
                 'invalid': self.invalid}
 
-# %% ../nbs/16_molleo.ipynb #c8a937b4
+# %% ../nbs/16_molleo.ipynb #4dcb8524
 def _selfies():
     try:
         import selfies
     except ImportError as e:
-        raise ImportError("the SELFIES editor needs selfies: pip install 'iclr25_nb[peers]'") from e
+        raise ImportError("the SELFIES editor needs selfies: pip install 'iclr25_nb[molleo]'") from None
     return selfies
 
 
@@ -1127,7 +1133,7 @@ def draw_coords(smiles: str, score: float = float('nan')) -> dict:
             'symbols': [a.GetSymbol() for a in mol.GetAtoms()],
             'bonds': [[b.GetBeginAtomIdx(), b.GetEndAtomIdx(), float(b.GetBondTypeAsDouble())] for b in mol.GetBonds()]}
 
-# %% ../nbs/16_molleo.ipynb #a527b1e6
+# %% ../nbs/16_molleo.ipynb #6da010de
 # Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
 GAIN_MIN = {'isomers_c9h10n2o2pf2cl': 0.10,   # AUC MolLEO(expert) - Graph GA, seeds 0/1/2: 0.203, 0.236, 0.182
             'isomers_c7h8n2o2': 0.06}         # seeds 0/1/2: 0.104, 0.119, 0.125 (ablated, seed 0: 0.027, -0.039)
@@ -1157,7 +1163,8 @@ def _result(s) -> dict:
 
 
 def _run(preset: str, seed: int, ablate: bool, data) -> dict:
-    pool = load_pool(data)
+    path, source = pool_source(data)
+    pool = list(_pool(str(path)))
     full = preset == 'full'
     budget, tasks = (10_000, FULL_TASKS) if full else (1000, QUICK_TASKS)
     rng = np.random.default_rng(seed)
@@ -1173,6 +1180,7 @@ def _run(preset: str, seed: int, ablate: bool, data) -> dict:
             runs['expert'] = GeneticSearch(Oracle(name, budget), pool, editor, p_mut=0.0, seed=seed)
         res['tasks'][name] = {k: _result(s.run()) for k, s in runs.items()}
     res['llm'] = _llm_probe(pool, seed, 40 if full else 4, 600 if full else 20)
+    res['pool'] = source
     return res
 
 
@@ -1300,6 +1308,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
     tasks; `data` a SMILES pool file (default ZINC-250k); `ablate`: the expert replaced by random pool molecules."""
     with Report.run('molleo', preset, seed, ablate, device, threads=1) as report:
         res = _run(preset, seed, ablate, data)
+        report.meta['data'] = res['pool']                  # ZINC-250k, or the fallback pool (also logged)
         _rows(report, res)
         _claims(report, res)
         _findings(report, res)

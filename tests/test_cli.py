@@ -140,3 +140,56 @@ def test_reproduce_seeds_in_parallel_processes(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     table = json.loads((tmp_path / 'lambda_balanced' / 'seeds.json').read_text())
     assert table and all(row['seeds'] == [0, 1] for row in table)
+
+
+def test_reproduce_goes_on_after_a_paper_fails(tmp_path, fake_paper, monkeypatch, capsys):
+    "Every paper: one that fails leaves its traceback and the next still runs; a summary table, exit status 1."
+    from iclr25_nb import core
+    class Broken:
+        @staticmethod
+        def reproduce(**kw): raise ImportError("molleo needs RDKit: pip install 'iclr25_nb[molleo]'")
+    monkeypatch.setattr(core.Paper, 'implemented', property(lambda self: self.name in ('deeptage', 'molleo', 'top')))
+    monkeypatch.setattr(core.Paper, 'load', lambda self: Broken if self.name == 'molleo' else fake_paper)
+    assert main(['reproduce', '--out', str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert (tmp_path / 'deeptage' / 'report.json').exists() and (tmp_path / 'top' / 'report.json').exists()
+    assert 'ImportError' in (tmp_path / 'molleo' / 'error.txt').read_text()
+    assert "molleo: FAILED" in err and "pip install 'iclr25_nb[molleo]'" in err and 'Traceback' not in err
+    summary = (tmp_path / 'summary.md').read_text()
+    assert '| molleo | FAILED |' in summary and '| deeptage | ran |' in summary and '| top | ran |' in summary
+    assert '| molleo | FAILED |' in out and '1 of 3 papers failed: molleo' in err
+
+
+def test_train_with_a_missing_extra_is_one_line(monkeypatch, capsys):
+    "`iclr25 train molleo` without RDKit: one line naming the extra, exit 1, no traceback."
+    for m in [m for m in sys.modules if m == 'rdkit' or m.startswith('rdkit.')]: monkeypatch.delitem(sys.modules, m)
+    monkeypatch.setitem(sys.modules, 'rdkit', None)
+    assert main(['train', 'molleo', '--max-steps', '1']) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == "iclr25 train: error: molleo needs RDKit: pip install 'iclr25_nb[molleo]'", err
+
+
+def test_serve_port_in_use_is_one_line(capsys):
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0)); s.listen(1)
+        port = s.getsockname()[1]
+        r = run('serve', '--port', str(port), timeout=120)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith('iclr25 serve: error:'), r.stderr[-2000:]
+
+
+def test_docs_outside_a_checkout_is_one_line(tmp_path):
+    r = subprocess.run([sys.executable, '-m', 'iclr25_nb.cli', 'docs'], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120)
+    assert r.returncode == 2 and 'Traceback' not in r.stderr
+    assert 'the docs are built from the notebooks of a checkout' in r.stderr and len(r.stderr.strip().splitlines()) == 2
+
+
+def test_app_page_with_a_missing_extra_names_it(monkeypatch):
+    "A page whose explorer needs a missing extra says which one (the paper's), not a traceback."
+    from iclr25_nb import app, core
+    def load(self): raise ModuleNotFoundError("No module named 'rdkit'", name='rdkit')
+    monkeypatch.setattr(core.Paper, 'load', load)
+    alert = app.paper_page('molleo')
+    assert "pip install 'iclr25_nb[molleo]'" in alert.object and 'could not be built' in alert.object

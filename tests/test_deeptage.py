@@ -465,3 +465,13 @@ def test_further_settings_are_tuned_on_the_same_grid_and_reported(monkeypatch):
     assert [f.measured for f in report.findings] == pytest.approx([10.0, 20.0, 10.0, 20.0])
     assert {r['setting'] for r in report.rows} == {'SEW-residual CNN, digits', 'SEW-residual CNN, moving-digit events'}
     with pytest.raises(ValueError, match='settings'): dt.DeepTAGEConfig(settings='residual,cifar')
+
+
+def test_without_scikit_learn_make_experiment_names_the_extra(monkeypatch):
+    "The digits come from scikit-learn's wheel: without it, one ImportError naming `iclr25_nb[deeptage]`."
+    import importlib.util
+    from iclr25_nb import deeptage as dt
+    monkeypatch.setattr(dt, '_DIGITS', None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'sklearn' else real(name, *a))
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[deeptage\]'"): dt.make_experiment('quick', seed=0)

@@ -346,3 +346,13 @@ def test_lr_schedule_warmup_cosine():
     assert M.lr_at(c, 99) == pytest.approx(1e-3, rel=0.03)
     assert M.lr_at(c, 1000) == pytest.approx(5e-5, rel=1e-6)
     assert M.lr_at(c.replace(schedule='constant'), 1000) == pytest.approx(1e-3)
+
+
+def test_without_pymatgen_evaluate_names_the_extra(monkeypatch):
+    "A base install (no pymatgen): training runs, and evaluate() raises one ImportError naming `iclr25_nb[mofflow]`."
+    import sys
+    exp = M.make_experiment('quick', n_train=4, n_test=1, steps=1, k=1, euler_steps=2)
+    exp.step()
+    for m in [m for m in sys.modules if m == 'pymatgen' or m.startswith('pymatgen.')]: monkeypatch.delitem(sys.modules, m)
+    monkeypatch.setitem(sys.modules, 'pymatgen', None)
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[mofflow\]'"): exp.evaluate()

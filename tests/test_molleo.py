@@ -348,3 +348,20 @@ def test_bad_arguments_raise(zinc):
     with pytest.raises(ValueError, match='formula'): M.parse_formula('water')
     with pytest.raises(ValueError, match='editor'): M.make_editor('gpt5', zinc)
     with pytest.raises(ValueError, match='retries'): M.ChatEditor(lambda m: '', retries=0)
+
+
+def test_without_rdkit_the_first_call_names_the_extra(monkeypatch):
+    "A base install (no RDKit): make_experiment and load_pool raise one ImportError naming `iclr25_nb[molleo]`."
+    import sys
+    for m in [m for m in sys.modules if m == 'rdkit' or m.startswith('rdkit.')]: monkeypatch.delitem(sys.modules, m)
+    monkeypatch.setitem(sys.modules, 'rdkit', None)                       # `import rdkit` raises ImportError
+    for call in (M.load_pool, lambda: M.make_experiment('quick', seed=0)):
+        with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[molleo\]'"): call()
+
+
+def test_pool_fallback_is_logged(monkeypatch, caplog):
+    "Without ZINC-250k the pool is RDKit's NCI set, and a warning says so and how to get ZINC."
+    monkeypatch.setattr(M, 'default_pool_path', lambda: None)
+    path, source = M.pool_source()
+    assert path.name == 'first_5K.smi' and 'not found' in source
+    assert 'iclr25 data get zinc' in caplog.text

@@ -296,3 +296,13 @@ def test_gcn_matches_pyg_gcnconv(small):
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
     out.square().sum().backward(); ref.square().sum().backward()
     for c, p in zip(ours.convs, peer): torch.testing.assert_close(c.lin.weight.grad, p.lin.weight.grad)
+
+
+def test_without_pymetis_metis_names_the_extra_and_rcm_is_explicit(monkeypatch):
+    "No silent substitute for METIS: without pymetis make_experiment raises naming `iclr25_nb[top]`; rcm still runs."
+    import iclr25_nb.top as T
+    monkeypatch.setattr(T, '_pymetis', lambda: None)
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[top\]'"): make_experiment('quick', seed=0)
+    g = csbm(200, seed=0)
+    perm, ptr = partition(g.edge_index, g.n, 4, 'rcm')
+    assert sorted(perm) == list(range(g.n)) and ptr[-1] == g.n
