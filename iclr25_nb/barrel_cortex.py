@@ -390,7 +390,7 @@ def shuffle_whiskers(force, torque, seed: int = 0) -> tuple:
         f[:, :, :, w], t[:, :, :, w] = force[perm, :, :, w], torque[perm, :, :, w]
     return f, t
 
-# %% ../nbs/24_barrel_cortex.ipynb #9558c836
+# %% ../nbs/24_barrel_cortex.ipynb #8a851775
 _LABEL_MAP = {53: 0, 55: 1, 113: 2}
 
 
@@ -402,7 +402,7 @@ def load_whisker_file(path) -> WhiskerData:
     try:
         if path.suffix in ('.h5', '.hdf5'):
             try: import h5py
-            except ImportError: raise ValueError(f"{path}: reading HDF5 needs h5py (pip install h5py)") from None
+            except ImportError: raise ImportError(f"{path}: reading HDF5 needs h5py: pip install 'iclr25_nb[barrel_cortex]'") from None
             with h5py.File(path, 'r') as f:
                 for k in ('force', 'torque', 'label'):
                     if k not in f: raise ValueError(f"{path}: no dataset {k!r} (has {sorted(f.keys())})")
