@@ -33,7 +33,7 @@ PAPER = dict(number=10, name='deeptage',
              ablation='w = 0 and no deep supervision: the fixed-width surrogate and the TET loss on the main head only '
                       '(DS and DeepTAGE are then trained exactly like TET)')
 
-# %% ../nbs/10_deeptage.ipynb #5a84a80d
+# %% ../nbs/10_deeptage.ipynb #01c79f75
 def _check_rate(name, value, lo=0.0, hi=1.0, open_lo=False, open_hi=False):
     ok = (value > lo if open_lo else value >= lo) and (value < hi if open_hi else value <= hi)
     if not ok: raise ValueError(f"{name} must be in {'(' if open_lo else '['}{lo}, {hi}{')' if open_hi else ']'}, got {value!r}")
@@ -42,25 +42,11 @@ def _check_rate(name, value, lo=0.0, hi=1.0, open_lo=False, open_hi=False):
 def load_event_frames(path) -> torch.Tensor:
     """Read one event-frame sample in spikingjelly's frame format (the form its DVS-CIFAR10 loader writes): an
     `.npz` file with key `frames` of shape (T, 2, H, W), non-negative counts. Returns float32 (T, 2, H, W).
-    Raises `ValueError` naming the file and what is wrong (never unpickles)."""
-    from pathlib import Path
-    p = Path(path)
-    if not p.is_file(): raise ValueError(f"{p}: no such file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            if 'frames' not in z.files: raise ValueError(f"{p}: no 'frames' array (keys: {z.files})")
-            a = z['frames']
-    except ValueError as e:
-        if str(p) in str(e): raise
-        raise ValueError(f"{p}: not a readable .npz of numeric arrays ({e})") from e
-    except Exception as e:
-        raise ValueError(f"{p}: not a readable .npz file ({type(e).__name__}: {e})") from e
-    if a.dtype.kind not in 'biuf': raise ValueError(f"{p}: frames must be numeric, got dtype {a.dtype}")
-    if a.ndim != 4 or a.shape[1] != 2 or 0 in a.shape:
-        raise ValueError(f"{p}: frames must have shape (T, 2, H, W) with T, H, W >= 1, got {a.shape}")
-    a = a.astype(np.float32)
-    if not np.isfinite(a).all(): raise ValueError(f"{p}: frames contain NaN or infinite values")
-    if (a < 0).any(): raise ValueError(f"{p}: frames contain negative event counts")
+    Raises `ValueError` naming the file and what is wrong (`data.load_array`: never unpickles)."""
+    from iclr25_nb.data import load_array
+    a = load_array(path, 'frames', shape=('T', 2, 'H', 'W'), min_shape=(1, 2, 1, 1), dtype=np.float32,
+                   what='event frames')
+    if (a < 0).any(): raise ValueError(f"{path}: frames contain negative event counts")
     return torch.from_numpy(a)
 
 
@@ -775,7 +761,7 @@ class DeepTAGEExperiment(Experiment):
 
 make_experiment = DeepTAGEExperiment.from_preset
 
-# %% ../nbs/10_deeptage.ipynb #97d8d119
+# %% ../nbs/10_deeptage.ipynb #57ea2270
 def mean_surrogate_by_step(u: torch.Tensor, width: float = 1.0, w: float = 0.0, stat: str = 'rms',
                            surrogate: str = 'atan', area_preserving: bool = False) -> torch.Tensor:
     """Mean surrogate derivative per time step, E[h_t(m_t)], of recorded `u = m - theta` (T, ...), with the width
@@ -893,7 +879,8 @@ def _figures(mech, tuned, config, more: dict | None = None) -> dict:
     from plotly.subplots import make_subplots
     T = config.T
     ts = list(range(1, T + 1))
-    lay = dict(height=340, margin=dict(l=60, r=10, t=50, b=40), legend=dict(orientation='h', y=-0.25))
+    import iclr25_nb.live  # noqa: F401  (the iclr25 plotly template: height, margins, legend below the plot)
+    lay = {}
     sig = mech['sigma']
     spread = go.Figure([go.Scatter(x=ts, y=sig[l] / sig[l, 0], mode='lines+markers', name=f"layer {l + 1}")
                         for l in range(len(sig))])
@@ -1055,7 +1042,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.figures = _figures(mech, tuned, config, more)
     return report
 
-# %% ../nbs/10_deeptage.ipynb #1dd19773
+# %% ../nbs/10_deeptage.ipynb #1754a547
 def _membrane_figure(snap, lay):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -1086,7 +1073,7 @@ def render(snap, history) -> dict:
     (head x step) and the training curves."""
     import plotly.graph_objects as go
     from iclr25_nb.live import curves_figure
-    lay = dict(height=340, margin=dict(l=60, r=10, t=50, b=40), uirevision='keep')
+    lay = {}   # height, margins and uirevision come from the iclr25 plotly template
     has = 'sigma' in snap
     ts = list(range(1, snap['T'] + 1))
     inside = go.Figure()

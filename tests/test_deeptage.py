@@ -286,10 +286,10 @@ def test_load_event_frames_good_and_broken(tmp_path):
     assert torch.equal(dt.load_event_frames(good), torch.from_numpy(frames))
     cases = {'shape': ({'frames': np.zeros((5, 3, 4, 4))}, r'\(T, 2, H, W\)'),
              'rank': ({'frames': np.zeros((2, 4, 4))}, r'\(T, 2, H, W\)'),
-             'dtype': ({'frames': np.array([['a']])}, 'numeric'),
+             'dtype': ({'frames': np.array([['a']])}, 'real numbers'),
              'nan': ({'frames': np.full((2, 2, 3, 3), np.nan)}, 'NaN'),
              'negative': ({'frames': -np.ones((2, 2, 3, 3))}, 'negative'),
-             'key': ({'x': np.zeros((2, 2, 3, 3))}, "no 'frames'")}
+             'key': ({'x': np.zeros((2, 2, 3, 3))}, "no array 'frames'")}
     for name, (arrays, msg) in cases.items():
         p = tmp_path / f'{name}.npz'
         np.savez(p, **arrays)
