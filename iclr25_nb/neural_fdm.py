@@ -779,7 +779,7 @@ def iterations_to(history: list[float], target: float) -> int:
     hit = [i for i, v in enumerate(history) if v <= target]
     return hit[0] if hit else len(history)
 
-# %% ../nbs/28_neural_fdm.ipynb #a4d8c559
+# %% ../nbs/28_neural_fdm.ipynb #4d3b281a
 def best_constant_q(x: torch.Tensor, s: Structure, loss_fn, load: float = -0.5, lo: float = 1e-3, hi: float = 20.0,
                     n: int = 41) -> torch.Tensor:
     """A blind strategy: one uniform force density per sign group, fitted on targets x (B, n, 3) by a grid search of
@@ -793,7 +793,7 @@ def best_constant_q(x: torch.Tensor, s: Structure, loss_fn, load: float = -0.5, 
     cands = [(c, lo) for c in cs] + [(lo, c) for c in cs] if both else [(c, c) for c in cs]
     best, q_best = math.inf, None
     for c_neg, c_pos in cands:
-        q = sg * live * torch.where(sg < 0, c_neg, c_pos)
+        q = sg * live * torch.where(sg < 0, sg.new_tensor(c_neg), sg.new_tensor(c_pos))     # float64
         with torch.no_grad():
             err = float(loss_fn(x, solve_structure(q[None], x[:, s.fixed_idx], P, s), q[None].expand(len(x), -1)).mean())
         if err < best: best, q_best = err, q

@@ -542,12 +542,14 @@ def test_pinn_sweep_and_its_report_rows(monkeypatch):
 def test_best_constant_q_and_lookup():
     "The blind strategies of the null ladder: a uniform q on the grid is recovered exactly; the lookup picks the nearest."
     from iclr25_nb.neural_fdm import best_constant_q, nearest_q
-    s, xyz0 = grid_mesh(5)
-    cs = torch.logspace(-3, math.log10(20.0), 41, dtype=torch.float64)
-    q = -cs[30] * s.mask.double()
-    x = solve_structure(q[None], xyz0[None, s.fixed_idx], area_loads(xyz0[None], s.faces, -0.5), s)
+    st, xt0 = tube_mesh(levels=5, sides=6, rings=(0, 2, 4))     # unloaded, both signs: only the ratio matters
+    cs = torch.logspace(0, math.log10(20.0), 21, dtype=torch.float64)
     per = lambda a, b, q: (a - b).abs().flatten(1).sum(1)
-    torch.testing.assert_close(best_constant_q(x, s, per, load=-0.5), q, rtol=0, atol=1e-12)
+    for k in (3, 15):
+        q = st.signs.double() * st.mask.double() * torch.where(st.signs < 0, cs[k], 1.0).double()
+        x = solve_structure(q[None], xt0[None, st.fixed_idx], torch.zeros(1, st.n, 3, dtype=torch.float64), st)
+        torch.testing.assert_close(best_constant_q(x, st, per, load=0.0, lo=1.0, hi=20.0, n=21), q, rtol=0, atol=1e-9)
+    s, _ = grid_mesh(5)
     pool, qp = torch.randn(4, 25, 3, dtype=torch.float64), torch.randn(4, s.m, dtype=torch.float64)
     assert torch.equal(nearest_q(pool[[2, 0]] + 1e-3, pool, qp), qp[[2, 0]])
 
