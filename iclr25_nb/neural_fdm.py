@@ -1456,7 +1456,7 @@ SCORECARD = dict(status='PARTLY',
                       'towers, asymmetric shells and predict-then-optimise are NOT REPRODUCED: a lookup of 16 training '
                       'towers or a uniform q beats the model there, or meets the claim as well')
 
-# %% ../nbs/28_neural_fdm.ipynb #6cbaf36f
+# %% ../nbs/28_neural_fdm.ipynb #488c5581
 def _view_models(snap: dict, cache: dict | None = None) -> dict:
     """CPU models rebuilt from a snapshot's config and weights; with a view's `cache` dict they are built once per
     config and their weights loaded once per snapshot."""
@@ -1496,7 +1496,7 @@ def _default_tower():
     if getattr(_default_tower, 'gen', None) is None: _default_tower.gen = TowerGenerator()
     return _default_tower.gen
 
-
+# %% ../nbs/28_neural_fdm.ipynb #446a7ed5
 @torch.no_grad()
 def shell_figure(snap: dict, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baseline=False, fig_height: int = 440,
                  cache: dict | None = None):
@@ -1520,7 +1520,7 @@ def shell_figure(snap: dict, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baselin
     return network_figure(x_hat[0], q[0], s, target=x[0], height=fig_height,
                           title=f"design at step {snap['step']}, load {load:g}: L1 to target {err:.1f}")
 
-
+# %% ../nbs/28_neural_fdm.ipynb #a6f23e52
 @torch.no_grad()
 def tower_figure(snap: dict, ring_scale=0.8, ring_twist=10.0, fig_height: int = 440, cache: dict | None = None):
     "The tower panel's 3D scene for the ring sliders: the trained model (task tower) or expert q = ±1."
@@ -1539,7 +1539,7 @@ def tower_figure(snap: dict, ring_scale=0.8, ring_twist=10.0, fig_height: int = 
     return network_figure(xt_hat[0], qt[0], st, target=xt[0], title=f"{label}: L2 to target {err:.2f}",
                           height=fig_height)
 
-
+# %% ../nbs/28_neural_fdm.ipynb #34edc2f6
 def _cached(cache, name: str, inputs: tuple, step: int, every_s: float, make, keep=None, defer: bool = False):
     """`make()` if `inputs` changed, or the step changed and `every_s` seconds passed since the last draw; else the
     figure drawn last time (so that training ticks do not redraw heavy figures). A redraw that is only due to time
@@ -1578,7 +1578,7 @@ def _thin(history: list, points: int = 200) -> list:
     if len(history) <= points: return history
     return history[::-(-len(history) // points)] + [history[-1]]
 
-
+# %% ../nbs/28_neural_fdm.ipynb #2df0d0f9
 def neural_fdm_render(snap, history, height=6.0, bulge=0.0, lift=3.0, load=-0.5, baseline=False, ring_scale=0.8,
                       ring_twist=10.0, cache: dict | None = None, slow_s: float = 3.0, fig_height: int = 440) -> dict:
     """Figures of the explorer from a snapshot: the 3D designer and tower panel, a q histogram, training curves.
@@ -1614,7 +1614,7 @@ def neural_fdm_render(snap, history, height=6.0, bulge=0.0, lift=3.0, load=-0.5,
         height=fig_height, yaxis_title='‖R_free‖'), defer=defer)
     return figs
 
-
+# %% ../nbs/28_neural_fdm.ipynb #4898188e
 def explorer(autostart: bool = False, **config):
     "Live shell designer and tower panel while FormFinder and its baselines train (a `LiveView`)."
     from iclr25_nb.live import LiveView
