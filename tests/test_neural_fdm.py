@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25_nb.core import BackgroundTrainer
+from iclr25_nb.core import BackgroundTrainer, overlap_count
 from iclr25_nb.neural_fdm import (BezierShellGenerator, FormFinder, MLPEncoder, NeuralFDMConfig, Structure,
                                   TowerGenerator, area_loads, direct_optimize, edge_forces, fdm_solve, grid_mesh,
                                   load_network, make_experiment, node_areas, residuals, save_network, shape_error_l2,
@@ -532,6 +532,7 @@ def test_pinn_sweep_and_its_report_rows(monkeypatch):
     assert a[0]['shape'] == b[0]['shape'] and a[0]['residual_rel'] == b[0]['residual_rel']   # same init, same batches
     with pytest.raises(ValueError, match='positive'): pinn_sweep(exp, (0.0,))
     monkeypatch.setitem(M.TOWER_SIZES, 'quick', dict(steps=2, test_size=2, n_direct=2, direct_maxiter=2))
+    monkeypatch.setattr(M, 'DIRECT_MAXITER', 20)
     rep = reproduce('quick', num_uv=4, test_size=4, batch_size=4, width=16, steps=3, n_direct=2, direct_maxiter=3)
     text = json.dumps(rep.to_dict(), default=str, ensure_ascii=False)
     assert 'PINN baseline, κ = 100' in text and 'best PINN' in text and 'pinn_sweep' in rep.figures
@@ -539,10 +540,50 @@ def test_pinn_sweep_and_its_report_rows(monkeypatch):
     assert fig.layout.xaxis.title.text.startswith('κ') and fig.layout.yaxis2.title.text
 
 
+def test_best_constant_q_and_lookup():
+    "The blind strategies of the null ladder: a uniform q on the grid is recovered exactly; the lookup picks the nearest."
+    from iclr25_nb.neural_fdm import best_constant_q, nearest_q
+    st, xt0 = tube_mesh(levels=5, sides=6, rings=(0, 2, 4))     # unloaded, both signs: only the ratio matters
+    cs = torch.logspace(0, math.log10(20.0), 21, dtype=torch.float64)
+    per = lambda a, b, q: (a - b).abs().flatten(1).sum(1)
+    for k in (3, 15):
+        q = st.signs.double() * st.mask.double() * torch.where(st.signs < 0, cs[k], 1.0).double()
+        x = solve_structure(q[None], xt0[None, st.fixed_idx], torch.zeros(1, st.n, 3, dtype=torch.float64), st)
+        torch.testing.assert_close(best_constant_q(x, st, per, load=0.0, lo=1.0, hi=20.0, n=21), q, rtol=0, atol=1e-9)
+    s, _ = grid_mesh(5)
+    pool, qp = torch.randn(4, 25, 3, dtype=torch.float64), torch.randn(4, s.m, dtype=torch.float64)
+    assert torch.equal(nearest_q(pool[[2, 0]] + 1e-3, pool, qp), qp[[2, 0]])
+
+
+def test_direct_optimize_each_per_design():
+    "Per-design L-BFGS-B to the stopping rule: per-design losses, iterations, flags, times; warm starts kept per design."
+    from iclr25_nb.neural_fdm import direct_optimize_each, seconds_to_reach
+    s, xyz0 = grid_mesh(4)
+    q_true = -torch.linspace(1, 3, s.m, dtype=torch.float64) * s.mask
+    x = solve_structure(q_true[None].expand(2, -1), xyz0[None, s.fixed_idx], area_loads(xyz0[None], s.faces, -1.0), s)
+    per = lambda a, b, q: (a - b).square().flatten(1).sum(1)
+    r = direct_optimize_each(x, s, per, load=-1.0, maxiter=400, seed=3)
+    assert r['loss'].shape == r['nit'].shape == r['converged'].shape == r['seconds'].shape == (2,)
+    assert torch.all(r['loss'] < 1e-3 * r['first'])
+    w = direct_optimize_each(x, s, per, load=-1.0, q0=r['q'], maxiter=50)
+    torch.testing.assert_close(w['first'], r['loss'], rtol=1e-9, atol=0)   # a warm start starts where it says
+    t = seconds_to_reach(r, r['first'])                                     # the start itself: 0 seconds
+    assert t.tolist() == [0.0, 0.0]
+
+
+def test_null_pool_and_test_sets_do_not_overlap():
+    "The training targets the nulls are fitted on (the model's first batches) never occur in the test set."
+    exp = make_experiment(test_size=50)
+    pool = exp.gen.sample(32, torch.Generator().manual_seed(int(exp.seed)))
+    assert overlap_count(pool, exp.x_test.cpu()) == 0
+    assert overlap_count(pool, pool[:3]) == 3                              # the count does find copies
+
+
 def test_tower_study_in_reproduce(monkeypatch):
     "The tower study (tiny sizes): official tower settings, three starts with one budget, its rows, claims, findings."
     import iclr25_nb.neural_fdm as M
     monkeypatch.setitem(M.TOWER_SIZES, 'quick', dict(steps=2, test_size=3, n_direct=2, direct_maxiter=3))
+    monkeypatch.setattr(M, 'DIRECT_MAXITER', 20)                            # the random start's cap, kept small here
     t = M.tower_study('quick', seed=0)
     c = t['exp'].config
     assert (c.task, c.depth, c.grad_clip, c.batch_size, c.decoder) == ('tower', 5, 0.01, 16, 'fdm')
@@ -554,20 +595,25 @@ def test_tower_study_in_reproduce(monkeypatch):
     e = t['expert']
     e0 = float(M._per_design_loss(t['exp'])(t['xs'], t['exp'].equilibrium(t['xs'], q0), q0).mean())
     assert e['history'][0] == pytest.approx(e0, rel=1e-9)                   # iteration 0 = the expert's q
-    for k in ('rand', 'expert', 'warm'): assert t[k]['nit'] <= 3 and t[k]['loss'].shape == (2,)
+    for k in ('expert', 'warm'): assert t[k]['nit'] <= 3 and t[k]['loss'].shape == (2,)
+    r = t['rand']                                                           # per tower, to the stopping rule
+    assert r['loss'].shape == r['nit'].shape == r['converged'].shape == (2,) and len(r['histories']) == 2
+    assert set(t['null_err']) >= {'expert q = ±1, not optimised', 'the model at initialisation'} and len(t['null_err']) >= 4
+    assert overlap_count(t['pool']['x'], t['exp'].x_test.cpu()) == 0     # the nulls' training towers are not test towers
     assert torch.all(t['q_model'][:, s.mask > 0].abs() >= 1.0 - 1e-9)      # |q| >= τ = 1
     ta = M.tower_study('quick', seed=0, ablate=True)
     assert ta['exp'].config.decoder == 'mlp'
-    assert ta['rand']['history'][0] == t['rand']['history'][0]             # the same random start, the same towers
+    assert torch.equal(ta['rand']['first'], t['rand']['first'])           # the same random start, the same towers
     rep = M.reproduce('quick', num_uv=4, test_size=4, batch_size=4, width=16, steps=2, n_direct=2, direct_maxiter=2)
     text = json.dumps(rep.to_dict(), default=str, ensure_ascii=False)
     assert 'not measured by reproduce' not in text
-    for row in ('tower: FormFinder (depth 5, clip 0.01)', 'tower: expert q = ±1, not optimised',
-                'tower: direct L-BFGS-B, random start', 'tower: direct L-BFGS-B, expert start (q = ±1)',
+    for row in ('tower: FormFinder (depth 5, clip 0.01)', 'tower null: expert q = ±1, not optimised',
+                'tower: direct L-BFGS-B per tower from random q', 'tower: direct L-BFGS-B, expert start (q = ±1)',
                 'tower: direct L-BFGS-B, predict-then-optimise'):
         assert row in text, row
-    heads = [cl.statement for cl in rep.claims if cl.kind == 'headline']
-    assert any(h.startswith('towers in real time') for h in heads)
+    heads = [cl for cl in rep.claims if cl.kind == 'headline']
+    assert any(h.statement.startswith('towers: the model') for h in heads)
+    for h in heads: assert len(h.nulls) >= 3 and h.set is not None, h.statement    # Claims v3: a null ladder each
     assert rep.claims[0].kind == 'headline'
     assert any('expert initialisation' in f.statement for f in rep.findings)
     assert {'tower_design', 'tower_race'} <= set(rep.figures)
