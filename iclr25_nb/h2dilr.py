@@ -10,7 +10,7 @@ __all__ = ['log', 'PAPER', 'TONES', 'LR_GRID', 'BANDS', 'make_experiment', 'PER_
            'fit_supervised', 'H2DiLR', 'check_subject_arrays', 'PerSubjectDecoder', 'PooledDecoder', 'fit_tuned',
            'tune_stage2', 'band_power', 'band_power_lda', 'probe', 'majority_class', 'channel_mean_cue',
            'nearest_trial_lookup', 'H2DiLRConfig', 'H2DiLRExperiment', 'code_probes', 'raw_tone_probe', 'subject_sweep',
-           'fit_per_subject', 'fit_two_stage_per_subject', 'separate_transformers', 'per_subject_calibration',
+           'fit_per_subject', 'per_subject_calibration', 'fit_two_stage_per_subject', 'separate_transformers',
            'reproduce', 'explorer_render', 'explorer']
 
 # %% ../nbs/13_h2dilr.ipynb #3f458407
@@ -891,7 +891,7 @@ NOTES = [
     "the shared transformer gains nothing from pooling; the notebook's diagnosis gives the measurements.",
 ]
 
-# %% ../nbs/13_h2dilr.ipynb #501a178a
+# %% ../nbs/13_h2dilr.ipynb #9b6adc2d
 def _fit_unified(c: H2DiLRConfig, seed: int, device, stage1: bool = True, **overrides) -> dict:
     """Train one H2DiLR-family model with `overrides`: stage 1 (skipped with `stage1=False`: encoders and codebooks
     stay at initialisation), then stage 2 tuned over `LR_GRID`. Test accuracy per subject, the model and the data."""
@@ -904,7 +904,7 @@ def _fit_unified(c: H2DiLRConfig, seed: int, device, stage1: bool = True, **over
     acc = [float((exp.model.predict(X, m) == y).float().mean()) for m, (X, y) in enumerate(zip(*exp.data['test']))]
     return {'acc': acc, 'model': exp.model, 'data': exp.data, 'lr': lr}
 
-# %% ../nbs/13_h2dilr.ipynb #0d58837b
+# %% ../nbs/13_h2dilr.ipynb #fbc250d2
 def code_probes(model: H2DiLR, data: dict) -> dict:
     "Linear probes (train split -> test split) of tone and of subject on the flattened shared and private codes."
     out = {}
@@ -933,7 +933,7 @@ def raw_tone_probe(data: dict) -> list[float]:
     return [probe(X.flatten(1).cpu().numpy(), y.cpu().numpy(), Xt.flatten(1).cpu().numpy(), yt.cpu().numpy())
             for X, y, Xt, yt in zip(*data['train'], *data['test'])]
 
-# %% ../nbs/13_h2dilr.ipynb #dc59a0b5
+# %% ../nbs/13_h2dilr.ipynb #3cdc53f5
 SWEEP_KS = (1, 2)   # `reproduce` also trains H2DiLR on the first k subjects only (k = n_subjects is the main run)
 
 
@@ -966,7 +966,7 @@ def subject_sweep(c: H2DiLRConfig, seed: int, data: dict, ks=SWEEP_KS, device='c
         out[k] = _fit_two_stage(model, c, sub, seed)
     return out
 
-# %% ../nbs/13_h2dilr.ipynb #ea2ec563
+# %% ../nbs/13_h2dilr.ipynb #e11e55f5
 def fit_per_subject(c: H2DiLRConfig, data: dict, generator=None, seed: int = 0) -> list[float]:
     """The heterogeneous paradigm: one `PerSubjectDecoder` per subject, trained on that subject only (the supervised
     steps of stage 2, lr from `LR_GRID` and early stopping on the validation repetition): test accuracy per subject."""
@@ -975,33 +975,6 @@ def fit_per_subject(c: H2DiLRConfig, data: dict, generator=None, seed: int = 0) 
         net, _, _ = fit_tuned(lambda: PerSubjectDecoder(X.shape[1], c.D).to(X.device), [X], [y], ([Xv], [yv]),
                               c.steps - c.stage1_steps, LR_GRID, c.batch, generator, c.eval_every, init_seed=seed)
         out.append(accuracy(net, Xt, yt))
-    return out
-
-
-def fit_two_stage_per_subject(c: H2DiLRConfig, data: dict, seed: int = 0) -> list[float]:
-    """The same two-stage pipeline trained per subject: for each subject its own H2DiLR (encoder, decoder, codebooks,
-    transformer; private codebooks on, whatever `c.private`), stage 1 on that subject alone, stage 2 tuned. Test
-    accuracy per subject."""
-    out = []
-    for m in range(len(data['train'][0])):
-        sub = {split: ([Xs[m]], [ys[m]]) for split, (Xs, ys) in data.items()}
-        torch.manual_seed(seed)
-        model = _model_for(c, [sub['train'][0][0].shape[1]], private=True).to(sub['train'][0][0].device)
-        out += _fit_two_stage(model, c, sub, seed)
-    return out
-
-
-def separate_transformers(model: H2DiLR, data: dict, c: H2DiLRConfig, generator=None, seed: int = 0) -> list[float]:
-    """One transformer per subject on that subject's frozen H2DiLR codes (same steps, grid and early stopping as stage
-    2): test accuracy per subject. Against the shared transformer it measures what pooling the subjects' codes gives."""
-    out = []
-    for m in range(model.M):
-        f = {k: model.decoder_tokens(model.tokens(data[k][0][m], m)) for k in ('train', 'val', 'test')}
-        make = lambda: ToneTransformer(f['train'].shape[-1], model.transformer.proj.out_features,
-                                       len(model.transformer.blocks.layers), n_heads=4).to(f['train'].device)
-        net, _, _ = fit_tuned(make, [f['train']], [data['train'][1][m]], ([f['val']], [data['val'][1][m]]),
-                              c.steps - c.stage1_steps, LR_GRID, c.batch, generator, c.eval_every, init_seed=seed)
-        out.append(accuracy(net, f['test'], data['test'][1][m]))
     return out
 
 
@@ -1020,7 +993,34 @@ def per_subject_calibration(seeds=(0, 1, 2), preset: str = 'quick', device='cpu'
                      'raw_probe': raw_tone_probe(data)}
     return out
 
-# %% ../nbs/13_h2dilr.ipynb #9b2e7d06
+# %% ../nbs/13_h2dilr.ipynb #6598bb6d
+def fit_two_stage_per_subject(c: H2DiLRConfig, data: dict, seed: int = 0) -> list[float]:
+    """The same two-stage pipeline trained per subject: for each subject its own H2DiLR (encoder, decoder, codebooks,
+    transformer; private codebooks on, whatever `c.private`), stage 1 on that subject alone, stage 2 tuned. Test
+    accuracy per subject."""
+    out = []
+    for m in range(len(data['train'][0])):
+        sub = {split: ([Xs[m]], [ys[m]]) for split, (Xs, ys) in data.items()}
+        torch.manual_seed(seed)
+        model = _model_for(c, [sub['train'][0][0].shape[1]], private=True).to(sub['train'][0][0].device)
+        out += _fit_two_stage(model, c, sub, seed)
+    return out
+
+# %% ../nbs/13_h2dilr.ipynb #cbb0fe9a
+def separate_transformers(model: H2DiLR, data: dict, c: H2DiLRConfig, generator=None, seed: int = 0) -> list[float]:
+    """One transformer per subject on that subject's frozen H2DiLR codes (same steps, grid and early stopping as stage
+    2): test accuracy per subject. Against the shared transformer it measures what pooling the subjects' codes gives."""
+    out = []
+    for m in range(model.M):
+        f = {k: model.decoder_tokens(model.tokens(data[k][0][m], m)) for k in ('train', 'val', 'test')}
+        make = lambda: ToneTransformer(f['train'].shape[-1], model.transformer.proj.out_features,
+                                       len(model.transformer.blocks.layers), n_heads=4).to(f['train'].device)
+        net, _, _ = fit_tuned(make, [f['train']], [data['train'][1][m]], ([f['val']], [data['val'][1][m]]),
+                              c.steps - c.stage1_steps, LR_GRID, c.batch, generator, c.eval_every, init_seed=seed)
+        out.append(accuracy(net, f['test'], data['test'][1][m]))
+    return out
+
+# %% ../nbs/13_h2dilr.ipynb #de094095
 def _null_ladder(c: H2DiLRConfig, seed: int, data: dict, device) -> dict:
     "The blind strategies, test accuracy per subject: majority class, cheapest cue, lookup, H2DiLR untrained."
     tr, te = data['train'], data['test']
@@ -1169,7 +1169,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/13_h2dilr.ipynb #6e4ebecd
+# %% ../nbs/13_h2dilr.ipynb #afc4596f
 SCORECARD = dict(status='NOT REPRODUCED', headline='H2DiLR vs the per-subject decoders (heterogeneous paradigm)',
                  metric='test accuracy minus the per-subject decoders\', higher is better (needs >= +0.05)',
                  seeds=(-0.1914, -0.2344, -0.0977),
@@ -1180,7 +1180,7 @@ SCORECARD = dict(status='NOT REPRODUCED', headline='H2DiLR vs the per-subject de
                       'the shared codes across subjects (subject probe 0.96-0.98), so H2DiLR (0.31) stays below the '
                       'per-subject decoders (0.48) and even a linear probe on the channel means (0.44)')
 
-# %% ../nbs/13_h2dilr.ipynb #086dbdb5
+# %% ../nbs/13_h2dilr.ipynb #9e385b6c
 def explorer_render(snap: dict, history: list[dict], colour: str = 'tone') -> dict:
     "The explorer's figures from a snapshot: code usage per subject, 2-D PCA of the codes, accuracy per subject, curves"
     import plotly.graph_objects as go
@@ -1209,7 +1209,7 @@ def explorer_render(snap: dict, history: list[dict], colour: str = 'tone') -> di
                                    yaxis_title='accuracy', secondary=[])
     return figs
 
-# %% ../nbs/13_h2dilr.ipynb #56d1c823
+# %% ../nbs/13_h2dilr.ipynb #b2ad773e
 def explorer(autostart: bool = False, **config):
     """Live H2DiLR beside the per-subject paradigm: code usage per subject, the shared and private codes in 2-D
     coloured by tone or subject, accuracy per subject. Private codebooks on/off, adv_weight and EMA codebook updates
