@@ -61,8 +61,8 @@ def test_explorer_builds_and_refreshes(module):
 # Papers not yet on Claims v3 (issue 40): no SCORECARD, so their headlines may still lack a null ladder and a recorded
 # threshold. A paper leaves this list by stating its SCORECARD, with the paper's comparison as its headline and the
 # nulls a clever student would try; the list shrinks as the paper issues land and is empty when the last one closes.
-NOT_CONVERTED = {'deeptage', 'mofflow', 'rational_llm', 'h2dilr', 'netformer', 'molleo', 'topolm', 'agq', 'eign',
-                 'space', 'fengbo', 'barrel_cortex', 'top', 'l3m', 'threedpc'}
+NOT_CONVERTED = {'deeptage', 'mofflow', 'rational_llm', 'netformer', 'molleo', 'topolm', 'agq', 'eign', 'space',
+                 'fengbo', 'barrel_cortex', 'top', 'l3m', 'threedpc'}
 CONVERTED = [n for n in PAPERS if n not in NOT_CONVERTED]
 
 
@@ -93,9 +93,7 @@ def _check_scorecard(report):
 
 # Papers not on Claims v3 whose claims do not all hold at our scale: the test expects that (strict: if the claims start
 # to hold, the entry must go). A paper on Claims v3 declares NOT REPRODUCED in its claims instead (`reproduced=False`).
-NOT_REPRODUCED = {'h2dilr': 'H2DiLR (0.29 over seeds 0-2, generator calibrated by the per-subject decoders alone) stays '
-                            'below per-subject decoders (0.49) and the all-shared model (0.35); shared codes still '
-                            'identify the subject (see the notebook\'s diagnosis)'}
+NOT_REPRODUCED = {}
 
 
 @pytest.mark.slow
