@@ -834,7 +834,7 @@ def _blockcorr(a, b) -> float:
 
 make_experiment = NetFormerExperiment.from_preset
 
-# %% ../nbs/15_netformer.ipynb #a1a64e66
+# %% ../nbs/15_netformer.ipynb #1f14d9d5
 PAPER = dict(number=15, name='netformer',
              title='NetFormer: an interpretable model for recovering dynamical connectivity in neuronal population '
                    'dynamics',
@@ -866,6 +866,7 @@ SCORECARD = dict(status='PARTLY', headline='NetFormer A(t) tracks W(t), vs slidi
 TEMPORAL_MIN = 0.9        # linear toy, per-pair median: seeds 1.000/0.995/1.000 (init 0.61/0.77/0.90)
 R2_MIN = 0.999            # test R^2 of x(t+1) on the toys (persistence alone reaches 0.9999)
 
+# %% ../nbs/15_netformer.ipynb #7dda016b
 NOTES = [
     "Toy systems: W is a seeded Gaussian matrix put through the official eigenvalue recipe, a has entries +-1, +-2 "
     "scaled to |a| = 2.5, and a draw is kept only when its trajectory stays bounded and has condition number <= 60 "
@@ -893,7 +894,7 @@ NOTES = [
     "Transfer entropy, mutual information, the ring networks and the mouse data are not part of this reproduction.",
 ]
 
-# %% ../nbs/15_netformer.ipynb #62895448
+# %% ../nbs/15_netformer.ipynb #28d5081f
 QUICK_RUNS = {
     'linear_dynamic': dict(system='linear'),
     'linear_dynamic_static': dict(system='linear', attention='static'),
@@ -1124,7 +1125,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         rep.notes += NOTES
     return rep
 
-# %% ../nbs/15_netformer.ipynb #a31b3ea2
+# %% ../nbs/15_netformer.ipynb #7de4c5fe
 def _pair_figure(snap, pair=None, time_index: int = -1):
     "A_ij(t) and W_ij(t) over the test window for pair (i, j) (default: the pair whose W moves most)."
     import plotly.graph_objects as go

@@ -884,7 +884,7 @@ def null_figure(ev: dict, contrasts: list[str]):
                       xaxis_title='contrast', boxmode='group', scattermode='group')
     return fig
 
-# %% ../nbs/17_topolm.ipynb #cca2c1be
+# %% ../nbs/17_topolm.ipynb #e2d5ddf5
 # Headline thresholds, fixed before seeds 0-2 ran on this version (from the paper and the research note):
 NOUN_VERB_Z_MIN = Threshold(2.0, set='before')      # noun-vs-verb map clustered beyond its shuffled-label null
 PROFILE_TAU_MIN = Threshold(1.0, set='before')      # the selective units' profile in the paper's order S > W > N > J
@@ -903,6 +903,8 @@ SCORECARD = dict(status='NOT REPRODUCED', headline='TopoLM vs the control: noun/
                  note="the spatial loss makes every TopoLM map smooth (response-map I 0.59 vs 0.00), but a random "
                       "split of the same words gives maps just as smooth: the smoothness is the loss's, not the "
                       "categories'")
+
+# %% ../nbs/17_topolm.ipynb #7d8c47eb
 NOTES = [
     "Scale: 2 blocks with 8 x 8 sheets (quick) or 4 blocks with 16 x 16 sheets (full) instead of 12 blocks with "
     "28 x 28 sheets; radius 3 (4) instead of 5.",
@@ -1054,7 +1056,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/17_topolm.ipynb #5912d7d7
+# %% ../nbs/17_topolm.ipynb #ca7d2704
 def explorer_render(snap: dict, history: list[dict], contrast: str = 'noun vs verb', fwhm: float = 0.0,
                     contours: bool = True, sheet: int = 0, unit: int = 0) -> dict:
     "The explorer's figures from a snapshot: t-maps, CE, spatial loss, Moran's I, the neighbourhood inspector, profile."
