@@ -167,7 +167,7 @@ def stdp_lif(n_pre: int = 100, rate: float = 50.0, steps: int = 100_000, dt: flo
         V[t], G[t] = v, g
     return V, spikes, post, G
 
-# %% ../nbs/15_netformer.ipynb #131b14f1
+# %% ../nbs/15_netformer.ipynb #a61d36dd
 def evidence_task(n_trials: int, seq_len: int = 40, coherence_max: float = 0.5, noise: float = 0.5, seed: int = 0):
     """Built-in 2-AFC evidence-integration trials: inputs (trials, seq_len, 3) = (fixation, evidence left, evidence
     right) and targets (trials, seq_len) in {0 = fixate, 1 = left, 2 = right}: the fixation cue goes off for the last
@@ -189,7 +189,8 @@ def _neurogym_trials(task: str, n_trials: int, seq_len: int, seed: int):
     try:
         import neurogym as ngym
     except ImportError:
-        raise ValueError(f"task {task!r} needs neurogym, which is not installed; use task='evidence'") from None
+        raise ImportError(f"task {task!r} needs neurogym: pip install 'iclr25_nb[netformer]' (or use "
+                          f"task='evidence', which needs nothing more)") from None
     ds = ngym.Dataset(task, env_kwargs={'dt': 100}, batch_size=n_trials, seq_len=seq_len)
     ds.env.seed(seed)
     u, y = ds()                                                 # (seq_len, batch, obs), (seq_len, batch)
