@@ -12,7 +12,7 @@ from iclr25_nb.space import (ACTIONS, CSWM_MAX_STEPS, JLO_ANGLES, NAV_TASKS, PRE
                              CallableAgent, CSWMGame, CSWMIdAgent, CSWMLocationAgent, GridNav, Item, MapAgent,
                              OpenAIClient, OracleAgent, RandomAgent, ReplayAgent, egocentric_angle, evaluate, generate,
                              local_view, make_experiment, parse_json_answer, path_efficiency, qa_accuracy, run_episode,
-                             same_shape, score, spatial_addition, textmap)
+                             same_shape, score, spatial_addition, textmap, MPATH_GAPS)
 
 
 def _angle(at, facing, target) -> float:
@@ -60,7 +60,10 @@ def test_jlo_wlt_sadd_satt_cbtt_against_independent_solvers():
         w = it.image.shape[1] // 4
         panel = it.image[:, it.answer * w:(it.answer + 1) * w].astype(int)
         rows, cols = np.nonzero((panel[..., 2] > 200) & (panel[..., 0] < 60) & (panel[..., 1] < 60))
-        assert np.ptp(rows) <= 2 and np.ptp(cols) >= 20                   # the correct water line is horizontal
+        pts = np.stack([cols, -rows], 1).astype(float); pts -= pts.mean(0)
+        v = np.linalg.svd(pts)[2][0]                                    # the blue line's direction
+        slope = math.degrees(math.atan2(v[1], v[0]))
+        assert _circ(2 * slope, 2 * it.meta['ground']) < 8, (slope, it.meta)   # parallel to the table
     for it in generate('sadd', 20, seed=5):
         a, b = np.array(it.meta['a']), np.array(it.meta['b'])
         want = [['W' if (x == 'B' and y == 'B') else 'B' if 'B' in (x, y) else '0' for x, y in zip(ra, rb)]
@@ -289,7 +292,7 @@ def test_mpath_against_networkx_and_options():
             assert it.options[it.answer] == length and it.options.count(length) == 1
             assert length >= wall_blind + 2                                    # the walls lengthen the route
             assert len(set(it.options)) == 4 and {o % 2 for o in it.options} == {length % 2}
-            if min(it.options) < length: assert wall_blind in it.options      # the wall-blind trap is offered
+            assert min(it.options) - wall_blind in MPATH_GAPS               # every option is a possible length
             if pres == 'text':                                                 # the prompt shows the same grid
                 rows = [r for r in it.prompt.split('\n') if set(r) <= set('01PQ,') and ',' in r]
                 shown = np.array([r.split(',') for r in rows])
@@ -424,3 +427,26 @@ def test_new_tasks_determinism_ablation_and_bad_input():
         with pytest.raises(ValueError, match=match): generate('csort', 1, **kw)
     from iclr25_nb.space import PerseverativeAgent
     with pytest.raises(ValueError, match='attribute'): PerseverativeAgent(attribute='colour')
+
+
+@pytest.mark.parametrize('task', QA_TASKS)
+def test_blind_agents_near_chance(task):
+    """No generator leaks its answer: every blind agent (best answer position, odd one out, most typical option,
+    median rank, the task's cheapest cue such as 'the smallest option above the Manhattan distance' or 'the option
+    that is not a rotation of the others') sits near chance on a fixed seed (n = 160, chance 25 %, sd 3.4 points)."""
+    from iclr25_nb.space import blind_battery, solve
+    items = generate(task, 160, PRESENTATIONS[task][0], seed=21)
+    assert all(solve(it) == it.answer for it in items)                 # the oracle is right: the items are solvable
+    b = blind_battery(items)
+    assert max(b.values()) <= 36.0, b                                   # 25 % + about 3 sd; the leaks were 62-100 %
+
+
+def test_former_leaks_are_closed():
+    "The two shortcuts the review found: mpath 'smallest option above Manhattan' (86 %) and MRT odd-one-out (100 %)."
+    from iclr25_nb.space import _blind_cue, manhattan
+    mp = generate('mpath', 120, seed=22)
+    assert np.mean([_blind_cue(it) == it.answer for it in mp]) < 0.36
+    detours = Counter(it.options[it.answer] - manhattan(it.meta['a'], it.meta['b']) for it in mp)
+    assert max(detours.values()) / len(mp) < 0.4, detours                # was 68 % detour 2; now 2-10
+    mr = generate('mrt', 60, seed=23)
+    assert np.mean([_blind_cue(it) == it.answer for it in mr]) < 0.4
