@@ -450,3 +450,68 @@ def test_former_leaks_are_closed():
     assert max(detours.values()) / len(mp) < 0.4, detours                # was 68 % detour 2; now 2-10
     mr = generate('mrt', 60, seed=23)
     assert np.mean([_blind_cue(it) == it.answer for it in mr]) < 0.4
+
+
+class _TinyContext:
+    "A stand-in model: one token per character and a context of 300 tokens."
+    class model:
+        tokenize = staticmethod(lambda b, add_bos=True: list(b) + [0])
+        n_ctx = staticmethod(lambda: 300)
+    calls = 0
+    def option_logprobs(self, prompt, options):
+        _TinyContext.calls += 1
+        return np.zeros(len(options))
+
+
+def test_prompt_past_the_context_is_skipped_and_counted():
+    "Every prompt is checked against the context before it is sent; one that cannot fit is counted, never fatal."
+    from iclr25_nb.core import item_failures
+    from iclr25_nb.space import ItemError, LikelihoodAgent, check_context
+    short = Item('cbtt', 'text', 'x' * 50, [0, 1, 2, 3], 0)
+    long = generate('cbtt', 1, seed=0)[0]
+    assert len(long.prompt) > 300
+    assert check_context(_TinyContext(), short.prompt, 16) == 51
+    with pytest.raises(ItemError, match="does not fit the model's context"): check_context(_TinyContext(), long.prompt, 16)
+    _TinyContext.calls = 0
+    with item_failures() as fails:
+        out = evaluate(LikelihoodAgent(_TinyContext()), ['cbtt'], items={'cbtt': [long, short]})
+    assert fails.total == 1 and _TinyContext.calls == 1          # the long prompt never reached the model
+    assert np.isfinite(out['cbtt']['accuracy'])
+
+
+@pytest.mark.slow
+def test_real_model_prompt_longer_than_context():
+    "Gemma 3 270M with a 256-token context: a longer prompt is refused before llama_decode, the run goes on."
+    pytest.importorskip('llama_cpp')
+    from iclr25_nb.core import item_failures
+    from iclr25_nb.llm import Unavailable
+    from iclr25_nb.space import LikelihoodAgent, llama_cpp_client
+    try: client = llama_cpp_client(n_ctx=256, max_tokens=8, threads=1)
+    except Unavailable as e: pytest.skip(str(e))
+    items = generate('cbtt', 2, seed=0) + generate('jlo', 1, seed=0)
+    with item_failures() as fails:
+        lik = evaluate(LikelihoodAgent(client.model), ['cbtt'], items={'cbtt': items})
+        gen = evaluate(CallableAgent(client, 'gemma'), ['cbtt'], items={'cbtt': items})
+    assert fails.total >= 2 and all("context" in r or "context" in e for r, e in fails.examples.items())
+    assert np.isfinite(lik['cbtt']['accuracy']) and np.isfinite(gen['cbtt']['accuracy'])
+
+
+def test_load_qas_official_format(tmp_path):
+    "A small hand-written file in the official QA format (as evaluate_qas.py reads it), and broken files."
+    from iclr25_nb.space import load_qas
+    f = tmp_path / 'mrt_qas.json'
+    f.write_text(json.dumps([
+        {'question': 'Which object is the reference rotated?\nOption 0: ...\nOption 1: ...', 'answer': 0},
+        {'question': ['Here is the walkthrough.', 'VIDEO:videos/walk.mp4', 'And the map:', 'IMAGE:maps/m.png',
+                      'Which direction? Answer as JSON {"answer": <option>}.'], 'answer': '2'},
+        {'question': 'Which landmark is closest?', 'answer': 'C'}]))
+    items = load_qas(f, 'mrt')
+    assert [it.answer for it in items] == [0, 2, 'C'] and [it.presentation for it in items] == ['text', 'image', 'text']
+    assert items[1].meta['media'] == [('video', str(tmp_path / 'videos/walk.mp4')), ('image', str(tmp_path / 'maps/m.png'))]
+    assert 'IMAGE:' not in items[1].prompt and 'Which direction?' in items[1].prompt
+    assert qa_accuracy(items, ['{"answer": 0}', 'so {"answer": "2"}', '{"answer": "D"}']) == pytest.approx(200 / 3)
+    for bad in ('not json', '{"question": "q", "answer": 1}', '[{"question": "q"}]', '[{"question": [1, 2], "answer": 1}]',
+                '[{"question": "q", "answer": null}]', '[{"question": [], "answer": 1}]'):
+        f.write_text(bad)
+        with pytest.raises(ValueError, match='mrt_qas.json'): load_qas(f)
+    with pytest.raises(ValueError, match='missing.json'): load_qas(tmp_path / 'missing.json')
