@@ -44,7 +44,7 @@ PAPER = dict(number=27, name='threedpc',
                       'VPT-Strategy (the perturbation that defeats 2D strategies removed); the synthetic scenes are '
                       'rendered without cast shadows (the cue that places a floating object in depth)')
 
-# %% ../nbs/27_threedpc.ipynb #df40d4ae
+# %% ../nbs/27_threedpc.ipynb #5ea07cf7
 LABEL_COLUMNS = {'depth_label': 'depth', 'vpt_label': 'vpt', 'label': 'vpt_strategy'}
 HUMAN_COLUMNS = ('human_mode', 'human_preds')      # VPT-Strategy files: the humans' most common answer per image
 OFFICIAL_FILES = {('depth', 'linear_probe'): 'Perspective_Results_depth_linear_probe.csv',
@@ -126,18 +126,20 @@ def load_model_outputs(path, method: str | None = None) -> ModelOutputs:
 
 
 def default_data() -> Path | None:
-    "The folder of the official outputs: $ICLR25_DATA/threedpc or ../shared/data/threedpc beside the project."
-    import iclr25_nb
-    for p in (Path(os.environ['ICLR25_DATA']) / 'threedpc' if 'ICLR25_DATA' in os.environ else None,
-              Path(iclr25_nb.__file__).resolve().parents[2] / 'shared' / 'data' / 'threedpc'):
-        if p is not None and all((p / f).is_file() for f in OFFICIAL_FILES.values()): return p
+    """The folder of the official outputs, `threedpc` under the data roots: $ICLR25_DATA, the user cache that
+    `iclr25 data get threedpc` fills, ../shared/data beside a checkout (None when no root holds every file)."""
+    from iclr25_nb.data import data_roots
+    for root in data_roots():
+        p = root / 'threedpc'
+        if all((p / f).is_file() for f in OFFICIAL_FILES.values()): return p
     return None
 
 
 def load_official(folder=None) -> dict:
     "All the output files of `OFFICIAL_FILES`: {(task, method): ModelOutputs}; `ValueError` when the folder lacks one."
     folder = Path(folder) if folder is not None else default_data()
-    if folder is None: raise ValueError("no threedpc data folder: set $ICLR25_DATA or pass the folder")
+    if folder is None: raise ValueError("no threedpc data folder: run `iclr25 data get threedpc`, set $ICLR25_DATA, "
+                                        "or pass the folder")
     return {key: load_model_outputs(folder / name) for key, name in OFFICIAL_FILES.items()}
 
 # %% ../nbs/27_threedpc.ipynb #c68b70f4
