@@ -4,13 +4,13 @@
 
 # %% auto #0
 __all__ = ['PAPER', 'PAD', 'BOS', 'EOS', 'SEP', 'TOPICS', 'ESTIMATORS', 'COST_FLOOR', 'make_experiment', 'LM_COST_RATIO_MAX',
-           'TEXT_COST_RATIO_MAX', 'LM_RHO', 'TEXT_RHO', 'TEXT_RHO_REWARD', 'LM_VIOLATION_MAX', 'TEXT_VIOLATION_MAX',
-           'TEXT_PRESET', 'TEXT_FULL', 'NOTES', 'SyntheticInstructionTask', 'TinyLM', 'load_text', 'CharVocab',
-           'TextTask', 'relaxed_log_barrier', 'barrier_weight', 'MuSchedule', 'Constraint', 'length_band',
-           'score_surrogate', 'PenaltyObjective', 'L3MObjective', 'FixedPenalty', 'DualAscent', 'SFTObjective',
-           'CategoricalBandit', 'solve_bandit', 'merit', 'slack', 'rival_cost_at_slack', 'matched_slack_ratio',
-           'fit_eos_bias', 'L3MConfig', 'L3MExperiment', 'default_text', 'text_experiment', 'rivals', 'blind_fixed',
-           'reproduce', 'explorer_render', 'explorer']
+           'TEXT_COST_RATIO_MAX', 'LM_RHO', 'TEXT_RHO', 'TEXT_RHO_REWARD', 'LM_HEADLINE_REPRODUCED',
+           'TEXT_HEADLINE_REPRODUCED', 'LM_VIOLATION_MAX', 'TEXT_VIOLATION_MAX', 'TEXT_PRESET', 'TEXT_FULL', 'NOTES',
+           'SyntheticInstructionTask', 'TinyLM', 'load_text', 'CharVocab', 'TextTask', 'relaxed_log_barrier',
+           'barrier_weight', 'MuSchedule', 'Constraint', 'length_band', 'score_surrogate', 'PenaltyObjective',
+           'L3MObjective', 'FixedPenalty', 'DualAscent', 'SFTObjective', 'CategoricalBandit', 'solve_bandit', 'merit',
+           'slack', 'rival_cost_at_slack', 'matched_slack_ratio', 'fit_eos_bias', 'L3MConfig', 'L3MExperiment',
+           'default_text', 'text_experiment', 'rivals', 'blind_fixed', 'reproduce', 'explorer_render', 'explorer']
 
 # %% ../nbs/26_l3m.ipynb #8d46f4de
 import math
@@ -857,13 +857,16 @@ class L3MExperiment(Experiment):
 
 make_experiment = L3MExperiment.from_preset
 
-# %% ../nbs/26_l3m.ipynb #79a2e4cf
+# %% ../nbs/26_l3m.ipynb #7ab81f66
 # Headline thresholds and the merit's weights, committed before seeds 0-2 ran with this metric (issue 43).
 LM_COST_RATIO_MAX = Threshold(1.0, set='before', note='L3M cheaper than the tuned rivals at matched slack (R < 1)')
 TEXT_COST_RATIO_MAX = Threshold(1.0, set='before', note='as on the synthetic task')
 LM_RHO = 0.2                 # nats per token outside the band (the rivals' frontier slope is about 0.06 nats/token)
 TEXT_RHO = 0.2               # nats per character outside the band (frontier slope about 0.007 nats/character)
 TEXT_RHO_REWARD = 1.0        # nats per unit of mean reward below its bound
+# Declared after seeds 0-2 ran (the thresholds above unchanged): see "Measured here vs the paper".
+LM_HEADLINE_REPRODUCED = False
+TEXT_HEADLINE_REPRODUCED = False
 LM_VIOLATION_MAX = 0.5       # sanity: tokens (characters on text) outside the band, 512 fresh samples
 TEXT_VIOLATION_MAX = 0.5
 # Real text (tiny Shakespeare): the band and the reward threshold were chosen for its lines before any fine-tuning
@@ -943,7 +946,8 @@ def blind_fixed(names) -> str:
     return fixed[(len(fixed) - 1) // 2]
 
 
-def _headline(report: Report, t: dict, what: str, unit: str, rho: float, rho_reward: float, threshold):
+def _headline(report: Report, t: dict, what: str, unit: str, rho: float, rho_reward: float, threshold,
+              reproduced: bool):
     ev, exp = t['ev'], t['exp']
     c = exp.config
     rv = rivals(exp.names)
@@ -951,7 +955,7 @@ def _headline(report: Report, t: dict, what: str, unit: str, rho: float, rho_rew
     bf = blind_fixed(exp.names)
     nulls = [('continued SFT (ignores the constraints)', R('sft')),
              ('pre-trained model, no fine-tuning', R('pretrained')),
-             (f"EOS-bias decoding to the band's middle (b = {ev['eos_bias_value']:.2f}, no training)", R('eos_bias')),
+             ("EOS-bias decoding to the band's middle (no training)", R('eos_bias')),
              (f'fixed penalty picked blind (grid middle, {bf})', R(bf))]
     if 'dual_0.1' in exp.names: nulls.append(('dual ascent at the untuned step size 0.1', R('dual_0.1')))
     pts = [(slack(ev, r, c.band), merit(ev, r, rho, rho_reward)) for r in rv]
@@ -964,7 +968,8 @@ def _headline(report: Report, t: dict, what: str, unit: str, rho: float, rho_rew
         f"increase over continued SFT + {rho:g} nats per {unit[:-1]} outside the band"
         + (f" + {rho_reward:g} per reward unit below the bound" if rho_reward else '') + ")",
         R('l3m'), '<', threshold, kind='headline',
-        control=("rivals' envelope at L3M's slack (nats)", F), nulls=nulls, paper=_PAPER_HEAD))
+        control=("rivals' envelope at L3M's slack (nats)", F), nulls=nulls, paper=_PAPER_HEAD,
+        reproduced=reproduced))
     report.add_claim(Claim.compare(
         f"{what}: L3M ends inside the band: {unit} outside it ({c.eval_samples} fresh samples)",
         ev['violation_l3m'], '<=', LM_VIOLATION_MAX if c.reward_min is None else TEXT_VIOLATION_MAX))
@@ -975,10 +980,11 @@ def _headline(report: Report, t: dict, what: str, unit: str, rho: float, rho_rew
 
 
 def _claims(report: Report, r: dict):
-    _headline(report, r['lm'], 'tiny LM, synthetic task', 'tokens', LM_RHO, 0.0, LM_COST_RATIO_MAX)
+    _headline(report, r['lm'], 'tiny LM, synthetic task', 'tokens', LM_RHO, 0.0, LM_COST_RATIO_MAX,
+              LM_HEADLINE_REPRODUCED)
     if 'text' in r:
         _headline(report, r['text'], 'tiny Shakespeare, two constraints', 'characters', TEXT_RHO, TEXT_RHO_REWARD,
-                  TEXT_COST_RATIO_MAX)
+                  TEXT_COST_RATIO_MAX, TEXT_HEADLINE_REPRODUCED)
     else: report.notes.append("no tiny Shakespeare in $ICLR25_DATA/text or ../shared/data/text: the real-text "
                               "headline was not measured")
 
@@ -1000,6 +1006,7 @@ def _rows(report: Report, r: dict):
         t = r[key]
         ev, h, exp = t['ev'], t['hist'], t['exp']
         rv = rivals(exp.names)
+        report.add_row(f'{label}: EOS bias of the decode-time null', eos_bias=ev['eos_bias_value'])
         for n in [*exp.names, 'pretrained', 'eos_bias']:
             row = dict(heldout_nll=ev[f'nll_{n}'], nll_increase=ev[f'nll_{n}'] - ev['nll_sft'], mean_len=ev[f'len_{n}'],
                        violation=ev[f'violation_{n}'], slack=slack(ev, n, exp.config.band),
