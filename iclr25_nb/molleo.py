@@ -618,13 +618,14 @@ class ScriptedEditor(Editor):
         if isinstance(reply, Exception): raise reply
         return reply
 
-# %% ../nbs/16_molleo.ipynb #98262fa4
+# %% ../nbs/16_molleo.ipynb #090df7ca
 class FormulaExpertEditor(Editor):
     "Hand-written expert for isomer tasks: single-atom edits toward the formula read from the task text."
-    name, label = 'formula_expert', 'formula expert (hand-written rules, not an LLM)'
+    name, label = 'formula_expert', 'formula expert (a rule that knows the objective; every score charged)'
+    uses_oracle = True
 
-    def __init__(self, max_candidates: int = 60, top: int = 3):
-        super().__init__(); self.max_candidates, self.top = max_candidates, top
+    def __init__(self, max_candidates: int = 60, top: int = 3, oracle=None):
+        super().__init__(); self.max_candidates, self.top, self.oracle = max_candidates, top, oracle
 
     @staticmethod
     def formula_in(text: str) -> dict | None:
@@ -644,7 +645,11 @@ class FormulaExpertEditor(Editor):
         mol = Chem.MolFromSmiles(parents[0][0])
         cands = _formula_edits(mol, target, rng, self.max_candidates)
         if not cands: return None
-        scored = sorted(((isomer_score(m, target), Chem.MolToSmiles(m)) for m in cands), reverse=True)
+        if self.oracle is None:
+            raise ValueError("the formula expert scores its candidates with the task's objective: give it the run's "
+                             "budgeted Oracle (GeneticSearch does)")
+        smiles = [Chem.MolToSmiles(m) for m in cands]
+        scored = sorted(zip(self.oracle(smiles), smiles), reverse=True)          # charged to the budget
         return scored[int(rng.integers(min(self.top, len(scored))))][1]
 
 
@@ -845,7 +850,7 @@ class SelfiesLMEditor(Editor):
         cut = 1 + int(round(body * rng.uniform(*self.keep)))
         return self.model.decode(self.model.sample(ids[:cut], rng, temperature=self.temperature))
 
-# %% ../nbs/16_molleo.ipynb #0184f590
+# %% ../nbs/16_molleo.ipynb #1f04d7b9
 class GeneticSearch:
     "Graph GA (`editor=None`) or MolLEO (an `Editor`; `mode` 'mutation' or 'crossover'); step() = one generation."
     def __init__(self, oracle: Oracle, pool: list, editor: Editor | None = None, mu: int = 120, lam: int = 70,
@@ -860,6 +865,7 @@ class GeneticSearch:
         self.patience_max, self.patience, self.stopped, self.generation = patience, 0, False, 0
         self.rng = np.random.default_rng(seed)
         self.ga = GAEditor(p_mut)
+        if getattr(editor, 'uses_oracle', False): editor.oracle = oracle     # an editor that scores pays for it
         self.fallbacks = self.editor_offspring = 0
         self.log = []                                           # per generation: calls, best, top-10, editor stats
         start = [self.pool[i] for i in self.rng.integers(len(self.pool), size=mu)]

@@ -217,15 +217,34 @@ def test_invalid_editor_proposals_fall_back_without_crashing(zinc, mode):
     assert all(Chem.MolFromSmiles(m) is not None for m in s.population)
 
 
-def test_formula_expert_approaches_the_formula_without_oracle_calls():
+def test_formula_expert_pays_for_every_objective_call():
     t = M.task('isomers_c9h10n2o2pf2cl')
     rng = np.random.default_rng(0)
     calls = []
     t_counted = M.Task(t.name, lambda m: calls.append(1) or t.score(m), t.description, t.formula)
-    ed, s = M.FormulaExpertEditor(), 'CC(=O)Nc1ccc(O)cc1'
+    oracle = M.Oracle('qed', budget=2000)
+    oracle.task = t_counted
+    ed, s = M.FormulaExpertEditor(oracle=oracle), 'CC(=O)Nc1ccc(O)cc1'
     start = t.score(Chem.MolFromSmiles(s))
     for _ in range(10): s = ed.edit([(s, 0.0)], t_counted, rng) or s
-    assert not calls and t.score(Chem.MolFromSmiles(s)) > start + 0.3
+    assert t.score(Chem.MolFromSmiles(s)) > start + 0.3
+    assert len(calls) == oracle.calls > 10          # every evaluation of the objective went through the budget
+    assert M.FormulaExpertEditor().edit([(s, 0.0)], t, rng) is None     # without an oracle it refuses
+
+
+def test_every_objective_call_of_a_molleo_run_is_charged():
+    """Count every evaluation of the task's objective during whole runs (expert, SELFIES LM, Graph GA): each one is
+    an entry of the oracle's history, and the history never exceeds the budget."""
+    pool = M.load_pool()[:3000]
+    lm, _ = M.train_selfies_lm(pool[:1000], steps=20, seed=0)
+    for editor in (M.FormulaExpertEditor(), M.SelfiesLMEditor(lm), None):
+        t = M.task('isomers_c9h10n2o2pf2cl')
+        calls = []
+        oracle = M.Oracle(t.name, budget=300)
+        oracle.task = M.Task(t.name, lambda m: calls.append(1) or t.score(m), t.description, t.formula)
+        s = M.run_ga(oracle, editor, pool, mu=30, lam=20, bin_size=30, seed=0)
+        assert len(calls) == oracle.calls <= 300, (editor, len(calls), oracle.calls)
+        assert s.generation > 0
 
 
 def test_prompt_holds_parents_scores_and_task_text():
