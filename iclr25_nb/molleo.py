@@ -4,16 +4,17 @@
 
 # %% auto #0
 __all__ = ['log', 'PAPER', 'TASKS', 'MUTATIONS', 'MUTATION_P', 'SYSTEM_PROMPT', 'EDITORS', 'METHODS', 'LABELS', 'make_experiment',
-           'GAIN_MIN', 'GA_OVER_RANDOM_MIN', 'QUICK_TASKS', 'FULL_TASKS', 'PMO_GRAPH_GA', 'NOTES', 'PAPER_ISOMERS',
-           'EDITOR_NAMES', 'load_smiles', 'default_pool_path', 'pool_source', 'load_pool', 'fingerprint', 'tanimoto',
-           'gaussian', 'geometric_mean', 'parse_formula', 'element_counts', 'isomer_score', 'sa_score', 'logp', 'Task',
-           'task', 'canonical', 'Oracle', 'top_k_mean', 'top_k_auc', 'ring_ok', 'mol_ok', 'crossover', 'mutate',
-           'Editor', 'GAEditor', 'RandomPoolEditor', 'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt',
-           'parse_box', 'ChatEditor', 'SelfiesLM', 'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch',
-           'RandomSearch', 'run_ga', 'MolLEOConfig', 'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client',
-           'convergence_figure', 'reproduce', 'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
+           'LM_GAIN_MIN', 'GA_OVER_RANDOM_MIN', 'QUICK_TASKS', 'FULL_TASKS', 'PMO_GRAPH_GA', 'NOTES', 'NULL_NAMES',
+           'REPRODUCED', 'PAPER_ISOMERS', 'EDITOR_NAMES', 'load_smiles', 'default_pool_path', 'pool_source',
+           'load_pool', 'fingerprint', 'tanimoto', 'gaussian', 'geometric_mean', 'parse_formula', 'element_counts',
+           'isomer_score', 'sa_score', 'logp', 'Task', 'task', 'canonical', 'Oracle', 'top_k_mean', 'top_k_auc',
+           'ring_ok', 'mol_ok', 'crossover', 'mutate', 'Editor', 'GAEditor', 'RandomPoolEditor', 'BlindMutationEditor',
+           'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt', 'parse_box', 'ChatEditor', 'SelfiesLM',
+           'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch', 'RandomSearch', 'run_ga', 'MolLEOConfig',
+           'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client', 'convergence_figure', 'reproduce',
+           'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/16_molleo.ipynb #f8427bcf
+# %% ../nbs/16_molleo.ipynb #7bfcbc47
 import gzip
 import logging
 import math
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
 
 log = logging.getLogger(__name__)
 
@@ -551,7 +552,7 @@ def mutate(mol, rng, rate: float = 1.0):
         if products: return _choice(rng, products)
     return None
 
-# %% ../nbs/16_molleo.ipynb #21401353
+# %% ../nbs/16_molleo.ipynb #bf57d76a
 class Editor:
     "Base editor: `edit(parents, task, rng)` validates what `propose` returns and counts calls, failures, valid."
     name = 'editor'
@@ -604,6 +605,16 @@ class RandomPoolEditor(Editor):
         super().__init__(); self.pool = pool
 
     def propose(self, parents, task, rng): return self.pool[int(rng.integers(len(self.pool)))]
+
+
+class BlindMutationEditor(Editor):
+    "The null for an LM editor: the same place in MolLEO's loop, the edit one of Graph GA's mutations picked blind."
+    name, label = 'blind_mutation', 'random Graph GA mutations (null: edits picked blind)'
+
+    def propose(self, parents, task, rng):
+        Chem = _chem()
+        child = mutate(Chem.MolFromSmiles(parents[0][0]), rng, 1.0)
+        return None if child is None else Chem.MolToSmiles(child)
 
 
 class ScriptedEditor(Editor):
@@ -1139,11 +1150,13 @@ def draw_coords(smiles: str, score: float = float('nan')) -> dict:
             'symbols': [a.GetSymbol() for a in mol.GetAtoms()],
             'bonds': [[b.GetBeginAtomIdx(), b.GetEndAtomIdx(), float(b.GetBondTypeAsDouble())] for b in mol.GetBonds()]}
 
-# %% ../nbs/16_molleo.ipynb #6da010de
-# Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
-GAIN_MIN = {'isomers_c9h10n2o2pf2cl': 0.10,   # AUC MolLEO(expert) - Graph GA, seeds 0/1/2: 0.203, 0.236, 0.182
-            'isomers_c7h8n2o2': 0.06}         # seeds 0/1/2: 0.104, 0.119, 0.125 (ablated, seed 0: 0.027, -0.039)
-GA_OVER_RANDOM_MIN = 0.05   # AUC Graph GA - random, isomer tasks (sanity): c9 0.233/0.186/0.228, c7 0.468/0.522/0.472
+# %% ../nbs/16_molleo.ipynb #da4f3034
+# Claims v3 thresholds, committed before seeds 0-2 of the new protocol (the LM editor as the method under test).
+# Disclosure: the earlier notebook already showed per-task SELFIES-GRU-minus-Graph-GA AUC gaps (old protocol, same
+# runs), so this threshold is "before" the new seeds but not blind to those exploratory numbers.
+LM_GAIN_MIN = Threshold(0.02, set='before', note='MolLEO (SELFIES GRU) beats Graph GA by at least 0.02 top-10 AUC, '
+                        'mean over the quick tasks: a margin above the seed-to-seed spread of Graph GA (about 0.01)')
+GA_OVER_RANDOM_MIN = 0.05   # sanity: AUC Graph GA - random on the isomer tasks (the harness works)
 QUICK_TASKS = ('isomers_c9h10n2o2pf2cl', 'isomers_c7h8n2o2', 'mestranol_similarity', 'qed')
 FULL_TASKS = ('isomers_c9h10n2o2pf2cl', 'mestranol_similarity', 'qed', 'thiothixene_rediscovery', 'perindopril_mpo',
               'isomers_c7h8n2o2')
@@ -1151,8 +1164,9 @@ FULL_TASKS = ('isomers_c9h10n2o2pf2cl', 'mestranol_similarity', 'qed', 'thiothix
 PMO_GRAPH_GA = {'qed': 0.940, 'mestranol_similarity': 0.579, 'thiothixene_rediscovery': 0.479,
                 'isomers_c9h10n2o2pf2cl': 0.719, 'perindopril_mpo': 0.538}
 NOTES = ["Budget 1,000 oracle calls in the quick preset (PMO: 10,000); tasks computed with RDKit alone.",
-         "The knowledge-bearing editor is a hand-written formula expert (isomer tasks), not GPT-4 or BioT5.",
-         "The SELFIES LM is a GRU trained here for a few hundred steps on 5,000 ZINC molecules (no task knowledge)."]
+         "The language-model editor is a SELFIES GRU trained here on 5,000 ZINC molecules (offline stand-in for "
+         "BioT5; it has a chemistry prior but reads no task instruction).",
+         "The formula expert is a diagnostic (a rule that knows the objective), every score it looks at charged."]
 
 
 def _result(s) -> dict:
@@ -1168,6 +1182,11 @@ def _result(s) -> dict:
     return r
 
 
+def _initial_auc(s, budget: int) -> float:
+    "Top-10 AUC of Graph GA's initial population alone (the run stopped after scoring it, padded to the budget)."
+    return top_k_auc(s.oracle.history[:s.initial_calls], 10, budget, 100, finished=True)
+
+
 def _run(preset: str, seed: int, ablate: bool, data) -> dict:
     path, source = pool_source(data)
     pool = list(_pool(str(path)))
@@ -1176,15 +1195,18 @@ def _run(preset: str, seed: int, ablate: bool, data) -> dict:
     rng = np.random.default_rng(seed)
     lm, losses = train_selfies_lm([pool[i] for i in rng.integers(len(pool), size=5000)], 600 if full else 200,
                                   seed=seed)
-    res = {'budget': budget, 'tasks': {}, 'lm_losses': losses}
+    res = {'budget': budget, 'tasks': {}, 'lm_losses': losses, 'initial': {}}
     for name in tasks:
-        runs = {'random': RandomSearch(Oracle(name, budget), pool, seed=seed),
-                'graph_ga': GeneticSearch(Oracle(name, budget), pool, None, seed=seed),
-                'selfies_lm': GeneticSearch(Oracle(name, budget), pool, SelfiesLMEditor(lm), p_mut=0.0, seed=seed)}
+        ga = GeneticSearch(Oracle(name, budget), pool, None, seed=seed)
+        ga.initial_calls = ga.oracle.calls
+        lm_editor = RandomPoolEditor(pool) if ablate else SelfiesLMEditor(lm)   # --ablate: no language model
+        runs = {'random': RandomSearch(Oracle(name, budget), pool, seed=seed), 'graph_ga': ga,
+                'selfies_lm': GeneticSearch(Oracle(name, budget), pool, lm_editor, p_mut=0.0, seed=seed),
+                'blind_ops': GeneticSearch(Oracle(name, budget), pool, BlindMutationEditor(), p_mut=0.0, seed=seed)}
         if TASKS[name].formula:
-            editor = RandomPoolEditor(pool) if ablate else FormulaExpertEditor()
-            runs['expert'] = GeneticSearch(Oracle(name, budget), pool, editor, p_mut=0.0, seed=seed)
+            runs['expert'] = GeneticSearch(Oracle(name, budget), pool, FormulaExpertEditor(), p_mut=0.0, seed=seed)
         res['tasks'][name] = {k: _result(s.run()) for k, s in runs.items()}
+        res['initial'][name] = _initial_auc(ga, budget)
     res['llm'] = _llm_probe(pool, seed, 40 if full else 4, 600 if full else 20)
     res['pool'] = source
     return res
@@ -1221,17 +1243,32 @@ def _llm_probe(pool: list, seed: int, n: int, seconds: float = 60.0) -> dict | N
             'seconds_per_call': (time.perf_counter() - t0) / max(done, 1)}
 
 
+def _mean_gap(res: dict, key: str) -> float:
+    "Mean over the tasks of top-10 AUC(run `key`) - AUC(Graph GA); `key` 'initial' = Graph GA's initial population."
+    T = res['tasks']
+    return float(np.mean([(res['initial'][n] if key == 'initial' else T[n][key]['auc']) - T[n]['graph_ga']['auc']
+                          for n in T]))
+
+
+NULL_NAMES = {'blind_ops': 'same MolLEO loop, edits = random Graph GA mutations (picked blind)',
+              'random': 'best of budget-many random ZINC molecules',
+              'initial': "Graph GA's initial population alone"}
+REPRODUCED = True      # declared after seeds 0-2 (see the Reproduction section)
+
+
 def _claims(report: Report, res: dict):
     T = res['tasks']
-    for name, gain_min in GAIN_MIN.items():
-        if name not in T: continue
-        ex, ga = T[name]['expert'], T[name]['graph_ga']
-        report.add_claim(Claim.compare(
-            f"{name}: top-10 AUC, MolLEO (knowledge-bearing editor: {EDITOR_NAMES[ex['editor']]}) - Graph GA, "
-            f"budget {res['budget']}",
-            ex['auc'] - ga['auc'], '>=', gain_min, kind='headline', control=('Graph GA top-10 AUC', ga['auc']),
-            paper=PAPER_ISOMERS.get(name)))
-    for name in GAIN_MIN:
+    tasks = ', '.join(T)
+    report.add_claim(Claim.compare(
+        f"top-10 AUC, MolLEO (language-model editor: SELFIES GRU trained on ZINC) - Graph GA, mean over {tasks}, "
+        f"budget {res['budget']}",
+        _mean_gap(res, 'selfies_lm'), '>=', LM_GAIN_MIN, kind='headline',
+        control=('Graph GA top-10 AUC, mean over the tasks', float(np.mean([t['graph_ga']['auc'] for t in T.values()]))),
+        nulls=[(NULL_NAMES[k], _mean_gap(res, k)) for k in ('blind_ops', 'random', 'initial')],
+        reproduced=REPRODUCED,
+        paper='MolLEO (BioT5 / GPT-4) above Graph GA on most PMO tasks at budget 10,000, e.g. isomers '
+              'C9H10N2O2PF2Cl about 0.87 vs 0.719 (as the research note quotes the paper)'))
+    for name in ('isomers_c9h10n2o2pf2cl', 'isomers_c7h8n2o2'):
         if name not in T: continue
         ga, rnd = T[name]['graph_ga'], T[name]['random']
         report.add_claim(Claim.compare(f"{name}: top-10 AUC, Graph GA - random ZINC sampling (the harness works)",
@@ -1252,6 +1289,13 @@ def _findings(report: Report, res: dict):
                              'vs 0.719)',
                        note='our LM has a ZINC prior but no task knowledge; BioT5 was instruction-tuned on '
                             'text-molecule pairs')
+    expert = {n: round(t['expert']['auc'] - t['graph_ga']['auc'], 4) for n, t in T.items() if 'expert' in t}
+    if expert:
+        report.add_finding('diagnostic, a rule that knows the objective: top-10 AUC, MolLEO loop with the formula '
+                           'expert (every candidate it scores charged to the budget) - Graph GA', expert,
+                           paper='the paper has no such rule; its GPT-4 / BioT5 read the formula from the prompt',
+                           note='not the method under test: it reads the target formula and pays oracle calls to '
+                                'rank its own edits')
     probe = res.get('llm')
     if probe and 'skipped' not in probe:
         report.add_finding('local Gemma 3 270M as MolLEO crossover on QED: valid proposals, fallback, improved parent',
@@ -1272,7 +1316,8 @@ def _findings(report: Report, res: dict):
 
 PAPER_ISOMERS = {'isomers_c9h10n2o2pf2cl': 'budget 10,000: Graph GA 0.719, MolLEO (GPT-4 / BioT5) about 0.87 '
                                             '(as the research note quotes the paper)'}
-EDITOR_NAMES = {'formula_expert': 'formula expert', 'random_pool': 'random pool molecules, ablation',
+EDITOR_NAMES = {'formula_expert': 'formula expert, diagnostic', 'random_pool': 'random pool molecules, ablation',
+                'blind_mutation': 'random Graph GA mutations, null',
                 'selfies_lm': 'SELFIES GRU', 'graph_ga': 'Graph GA operators', 'chat': 'chat model'}
 
 
