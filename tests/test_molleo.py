@@ -384,3 +384,18 @@ def test_pool_fallback_is_logged(monkeypatch, caplog):
     path, source = M.pool_source()
     assert path.name == 'first_5K.smi' and 'not found' in source
     assert 'iclr25 data get zinc' in caplog.text
+
+
+def test_headline_is_the_lm_editor_against_graph_ga_with_three_nulls():
+    from iclr25_nb.core import Report, claim_problems
+    run = lambda auc: {'auc': auc, 'calls': 1000, 'monotone': True, 'valid': True}
+    res = {'budget': 1000, 'initial': {'a': 0.3, 'b': 0.2},
+           'tasks': {'a': {'graph_ga': run(0.6), 'selfies_lm': run(0.7), 'blind_ops': run(0.62), 'random': run(0.4)},
+                     'b': {'graph_ga': run(0.5), 'selfies_lm': run(0.5), 'blind_ops': run(0.5), 'random': run(0.3)}}}
+    r = Report('molleo')
+    M._claims(r, res)
+    head = r.claims[0]
+    assert head.kind == 'headline' and abs(head.measured - 0.05) < 1e-12 and head.set == 'before'
+    assert {n['name']: round(n['measured'], 6) for n in head.nulls} == {
+        M.NULL_NAMES['blind_ops']: 0.01, M.NULL_NAMES['random']: -0.2, M.NULL_NAMES['initial']: -0.3}
+    assert not claim_problems(head)
