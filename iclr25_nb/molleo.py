@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['log', 'PAPER', 'TASKS', 'MUTATIONS', 'MUTATION_P', 'SYSTEM_PROMPT', 'EDITORS', 'METHODS', 'LABELS', 'make_experiment',
            'LM_GAIN_MIN', 'GA_OVER_RANDOM_MIN', 'QUICK_TASKS', 'FULL_TASKS', 'PMO_GRAPH_GA', 'NOTES', 'NULL_NAMES',
-           'REPRODUCED', 'PAPER_ISOMERS', 'EDITOR_NAMES', 'load_smiles', 'default_pool_path', 'pool_source',
-           'load_pool', 'fingerprint', 'tanimoto', 'gaussian', 'geometric_mean', 'parse_formula', 'element_counts',
-           'isomer_score', 'sa_score', 'logp', 'Task', 'task', 'canonical', 'Oracle', 'top_k_mean', 'top_k_auc',
-           'ring_ok', 'mol_ok', 'crossover', 'mutate', 'Editor', 'GAEditor', 'RandomPoolEditor', 'BlindMutationEditor',
-           'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt', 'parse_box', 'ChatEditor', 'SelfiesLM',
-           'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch', 'RandomSearch', 'run_ga', 'MolLEOConfig',
-           'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client', 'convergence_figure', 'reproduce',
-           'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
+           'REPRODUCED', 'PAPER_ISOMERS', 'EDITOR_NAMES', 'SCORECARD', 'load_smiles', 'default_pool_path',
+           'pool_source', 'load_pool', 'fingerprint', 'tanimoto', 'gaussian', 'geometric_mean', 'parse_formula',
+           'element_counts', 'isomer_score', 'sa_score', 'logp', 'Task', 'task', 'canonical', 'Oracle', 'top_k_mean',
+           'top_k_auc', 'ring_ok', 'mol_ok', 'crossover', 'mutate', 'Editor', 'GAEditor', 'RandomPoolEditor',
+           'BlindMutationEditor', 'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt', 'parse_box', 'ChatEditor',
+           'SelfiesLM', 'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch', 'RandomSearch', 'run_ga',
+           'MolLEOConfig', 'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client', 'convergence_figure',
+           'reproduce', 'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
 
 # %% ../nbs/16_molleo.ipynb #f3ab56d3
 import gzip
@@ -1150,7 +1150,7 @@ def draw_coords(smiles: str, score: float = float('nan')) -> dict:
             'symbols': [a.GetSymbol() for a in mol.GetAtoms()],
             'bonds': [[b.GetBeginAtomIdx(), b.GetEndAtomIdx(), float(b.GetBondTypeAsDouble())] for b in mol.GetBonds()]}
 
-# %% ../nbs/16_molleo.ipynb #90a6358f
+# %% ../nbs/16_molleo.ipynb #0349908a
 # Claims v3 thresholds, committed before seeds 0-2 of the new protocol (the LM editor as the method under test).
 # Disclosure: the earlier notebook already showed per-task SELFIES-GRU-minus-Graph-GA AUC gaps (old protocol, same
 # runs), so this threshold is "before" the new seeds but not blind to those exploratory numbers.
@@ -1253,7 +1253,7 @@ def _mean_gap(res: dict, key: str) -> float:
 NULL_NAMES = {'blind_ops': 'same MolLEO loop, edits = random Graph GA mutations (picked blind)',
               'random': 'best of budget-many random ZINC molecules',
               'initial': "Graph GA's initial population alone"}
-REPRODUCED = True      # declared after seeds 0-2 (see the Reproduction section)
+REPRODUCED = False     # declared after seeds 0-2 (see the Reproduction section): the LM editor does not beat Graph GA
 
 
 def _claims(report: Report, res: dict):
@@ -1368,7 +1368,17 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/16_molleo.ipynb #b8d6e4a9
+# %% ../nbs/16_molleo.ipynb #cc9a9d98
+SCORECARD = dict(status='NOT REPRODUCED',
+                 headline='MolLEO with a language-model editor (SELFIES GRU trained on ZINC, offline stand-in for BioT5) beats Graph GA at equal oracle budget',
+                 metric='top-10 AUC, MolLEO - Graph GA, mean over 4 RDKit PMO tasks, budget 1,000 (holds at 0.02)',
+                 seeds=(-0.0073, 0.0206, 0.0104),
+                 paper='MolLEO (BioT5) about 0.87 vs Graph GA 0.719 on isomers C9H10N2O2PF2Cl, budget 10,000 (as quoted)',
+                 null='same MolLEO loop, edits = random Graph GA mutations (picked blind)',
+                 null_seeds=(0.0454, 0.0408, 0.0302),
+                 note='the blind-mutation null beats the LM editor on every seed: the loop, not the LM, carries the gain; no instruction-following chemistry LM runs offline here')
+
+# %% ../nbs/16_molleo.ipynb #3a6706ac
 def molecule_grid_figure(molecules: list, title: str = 'best molecules'):
     "Up to six molecules (from `draw_coords`) in a 2 x 3 grid: bonds as lines, heteroatoms as symbols, score above."
     import plotly.graph_objects as go
