@@ -186,3 +186,13 @@ def test_paper_notebooks_follow_the_section_order():
         order = section_order(nb)
         if order not in (list(SECTIONS), [*SECTIONS, 'Explorer, live']): wrong[nb.name] = order
     assert not wrong, f"sections out of order (want {' · '.join(SECTIONS)}): {wrong}"
+
+
+def test_every_paper_page_has_a_replay():
+    """The docs site is static: where a live view would be, each paper's page shows a recorded short run
+    (`live.replay`) executed in the notebook's Explorer section."""
+    missing = [nb.name for nb in sorted((ROOT / 'nbs').glob('[1-9][0-9]_*.ipynb'))
+               if not any(c['cell_type'] == 'code' and 'replay(' in ''.join(c['source'])
+                          and '#| eval: false' not in ''.join(c['source'])
+                          for c in json.loads(nb.read_text())['cells'])]
+    assert not missing, f"paper notebooks without an executed replay: {missing}"
