@@ -901,14 +901,11 @@ _PAPER_HEAD = ("L3Ms meet the length (and helpful/harmless) constraints with tas
 
 
 def default_text():
-    "tiny Shakespeare from $ICLR25_DATA/text or ../shared/data/text beside the project, if there is one (else None)."
-    import os
-    from pathlib import Path
-    import iclr25_nb                                    # not this module's __file__: a notebook has none
-    for root in (os.environ.get('ICLR25_DATA'), Path(iclr25_nb.__file__).resolve().parents[2] / 'shared' / 'data'):
-        if root and (Path(root) / 'text' / 'tinyshakespeare.txt').is_file():
-            return Path(root) / 'text' / 'tinyshakespeare.txt'
-    return None
+    """tiny Shakespeare (`text/tinyshakespeare.txt`) from the data roots: $ICLR25_DATA, the user cache (`iclr25 data
+    get tinyshakespeare`), ../shared/data beside a checkout; None when none has it."""
+    from iclr25_nb.data import find_data
+    path = find_data('text/tinyshakespeare.txt')
+    return path if path is not None and path.is_file() else None
 
 
 def text_experiment(preset: str, seed: int, path, device='cpu', **overrides) -> 'L3MExperiment':
@@ -986,8 +983,10 @@ def _claims(report: Report, r: dict):
     if 'text' in r:
         _headline(report, r['text'], 'tiny Shakespeare, two constraints', 'characters', TEXT_RHO, TEXT_RHO_REWARD,
                   TEXT_COST_RATIO_MAX, TEXT_HEADLINE_REPRODUCED)
-    else: report.notes.append("no tiny Shakespeare in $ICLR25_DATA/text or ../shared/data/text: the real-text "
-                              "headline was not measured")
+    else:
+        from iclr25_nb.data import fallback
+        report.notes.append(fallback('l3m', 'text/tinyshakespeare.txt', 'the synthetic task alone') +
+                            ": the real-text headline was not measured")
 
 
 def _tail_mean(hist: list, key: str, frac: float = 0.3) -> float:
