@@ -68,7 +68,9 @@ def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list |
     "Start the app (blocking). Binds to `address` (localhost by default)."
     from iclr25_nb.core import preload_torch_compiler
     from iclr25_nb.panel_env import panel
+    from iclr25_nb.live import limit_malloc_arenas
     preload_torch_compiler()       # the first page's optimiser would otherwise import torch._dynamo (seconds)
+    limit_malloc_arenas()          # each session trains in its own thread: bound what closed ones leave behind
     pn = panel()
     if not 0 <= int(port) < 65536: raise ValueError(f"port must be in 0..65535, got {port!r}")
     origins = websocket_origin or [f'{address}:{port}', f'localhost:{port}', f'127.0.0.1:{port}']

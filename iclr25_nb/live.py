@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['log', 'TEMPLATE', 'style', 'wrap_title', 'panel_titles', 'figure', 'history_series', 'curves_figure',
-           'release_memory', 'schedule_release_memory', 'LiveView', 'DemoExperiment', 'demo_render', 'demo_explorer',
-           'static_figures', 'record', 'frame_ranges', 'animate', 'replay']
+           'release_memory', 'limit_malloc_arenas', 'schedule_release_memory', 'LiveView', 'DemoExperiment',
+           'demo_render', 'demo_explorer', 'static_figures', 'record', 'frame_ranges', 'animate', 'replay']
 
 # %% ../nbs/01_live.ipynb #d5e79ec6
 import concurrent.futures
@@ -129,6 +129,14 @@ def release_memory() -> bool:
     gc.collect()
     try: return bool(ctypes.CDLL('libc.so.6').malloc_trim(0))
     except (OSError, AttributeError): return False     # not glibc (macOS, musl): nothing to trim
+
+
+def limit_malloc_arenas(n: int = 2) -> bool:
+    """Cap glibc's malloc arenas at `n` (by default a process may make 8 per core, one per busy thread): a server whose
+    sessions each train in their own thread would otherwise keep the arenas of closed sessions, which `malloc_trim`
+    returns only in part. True if set; False where the allocator is not glibc's."""
+    try: return bool(ctypes.CDLL('libc.so.6').mallopt(-8, int(n)))          # M_ARENA_MAX
+    except (OSError, AttributeError): return False
 
 
 def schedule_release_memory(delay_s: float = 2.0):

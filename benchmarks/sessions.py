@@ -1,0 +1,123 @@
+"""Explorers under load: `iclr25 serve` with 1 and with N browser sessions training the same page.
+
+For each session: time from the Start click to the first step shown on the page (the status line's "step k"), the
+median interval between changes of the page's figures while training, and how many sessions advanced their step
+counter during the measuring window. After each round the sessions are closed and the server's resident memory is
+read once the closed sessions' threads have been joined.
+
+    python benchmarks/sessions.py --paper eign --sessions 1 8 --train-s 20 --rounds 2
+
+Needs Debian's chromium and playwright (the `dev` extra); prints a markdown table and writes
+benchmarks/results/sessions.json.
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'tests'))
+from _browser import ARGS, CHROMIUM, free_port, server                      # noqa: E402
+
+STEP = re.compile(r'step (\d+)')
+FIGS = "els => els.map(e => JSON.stringify((e.data || []).map(t => [t.x, t.y, t.z])))"
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f'/proc/{pid}/status') as f:
+        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
+
+
+def _settle(pid: int, quiet_s: float = 8.0, timeout: float = 120.0):
+    "Wait until the server's thread count has been still for `quiet_s` (closed sessions joined)."
+    count = lambda: len(list(Path(f'/proc/{pid}/task').iterdir()))
+    t0 = last = time.monotonic(); n = count()
+    while time.monotonic() - last < quiet_s and time.monotonic() - t0 < timeout:
+        time.sleep(0.5)
+        if count() != n: n, last = count(), time.monotonic()
+
+
+def _step(pg) -> int:
+    "The step on the page's status line (`**running** · step k`, inside Bokeh's shadow roots)."
+    strong = pg.locator('strong', has_text=re.compile(r'^(idle|running|paused|done|stopped|error)$')).first
+    if strong.count() == 0: return -1
+    text = strong.evaluate('s => (s.parentElement && s.parentElement.parentElement || s).textContent')
+    m = STEP.findall(text)
+    return int(m[0]) if m else -1
+
+
+def session_round(url: str, n: int, train_s: float) -> dict:
+    "Open `n` sessions, press Start in each, watch them for `train_s` seconds, close them; per-session measurements."
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            pages = []
+            for _ in range(n):
+                pg = browser.new_context(viewport={'width': 1200, 'height': 900}).new_page()
+                pg.goto(url, timeout=180000); pages.append(pg)
+            for pg in pages: pg.wait_for_selector('.js-plotly-plot', timeout=180000)
+            started, first_step, changes, figs, steps0 = {}, {}, {i: [] for i in range(n)}, {}, {}
+            for i, pg in enumerate(pages):
+                figs[i] = pg.locator('.js-plotly-plot').evaluate_all(FIGS)
+                pg.click('button:has-text("Start")'); started[i] = time.monotonic()
+            t_end = time.monotonic() + train_s
+            window_start = None
+            while time.monotonic() < t_end:
+                for i, pg in enumerate(pages):
+                    now = time.monotonic()
+                    s = _step(pg)
+                    if s > 0 and i not in first_step: first_step[i] = now - started[i]
+                    f = pg.locator('.js-plotly-plot').evaluate_all(FIGS)
+                    if f != figs[i]: changes[i].append(now); figs[i] = f
+                    if window_start is None and now - min(started.values()) >= train_s / 2:
+                        window_start = now
+                    if window_start is not None and i not in steps0: steps0[i] = s
+                time.sleep(0.1)
+            ends = [_step(pg) for pg in pages]
+            advanced = sum(e > steps0.get(i, 10 ** 9) for i, e in enumerate(ends))
+        finally:
+            browser.close()
+    gaps = [b - a for c in changes.values() for a, b in zip(c, c[1:])]
+    return dict(sessions=n, first_step_s=[round(first_step.get(i, float('nan')), 2) for i in range(n)],
+                redraw_median_s=round(statistics.median(gaps), 2) if gaps else None,
+                redraw_p90_s=round(sorted(gaps)[int(0.9 * (len(gaps) - 1))], 2) if gaps else None,
+                advanced_in_second_half=advanced, steps_mid=[steps0.get(i) for i in range(n)], steps_end=ends)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--paper', default='eign')
+    ap.add_argument('--sessions', type=int, nargs='+', default=[1, 8])
+    ap.add_argument('--train-s', type=float, default=20.0)
+    ap.add_argument('--rounds', type=int, default=2, help='rounds of the largest session count, for memory growth')
+    a = ap.parse_args(argv)
+    port = free_port()
+    rows = []
+    with server([sys.executable, '-m', 'iclr25_nb.cli', 'serve', '--port', str(port)], f'http://127.0.0.1:{port}/',
+                cwd=ROOT, timeout=180) as (proc, startup):
+        _settle(proc.pid)
+        rss = [_rss_mb(proc.pid)]
+        plan = a.sessions[:-1] + [a.sessions[-1]] * a.rounds
+        for n in plan:
+            r = session_round(f'http://127.0.0.1:{port}/{a.paper}', n, a.train_s)
+            _settle(proc.pid); time.sleep(3)
+            rss.append(_rss_mb(proc.pid)); r['rss_after_mb'] = round(rss[-1])
+            rows.append(r); print(r, flush=True)
+    out = dict(paper=a.paper, train_s=a.train_s, server_start_s=round(startup, 1), rss_start_mb=round(rss[0]),
+               rounds=rows, growth_last_round_mb=round(rss[-1] - rss[-2]))
+    res = ROOT / 'benchmarks' / 'results'; res.mkdir(parents=True, exist_ok=True)
+    (res / 'sessions.json').write_text(json.dumps(out, indent=1))
+    print(f"\n| sessions | first step after Start (s, max) | redraw interval (s, median / p90) | advanced in 2nd half "
+          f"| server RSS after (MB) |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['sessions']} | {max(r['first_step_s'])} | {r['redraw_median_s']} / {r['redraw_p90_s']} | "
+              f"{r['advanced_in_second_half']} of {r['sessions']} | {r['rss_after_mb']} |")
+    print(f"server RSS at start {rss[0]:.0f} MB; growth over the last round {rss[-1] - rss[-2]:.0f} MB")
+
+
+if __name__ == '__main__':
+    main()
