@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 from .core import (PAPERS, BackgroundTrainer, _fmt, check_report, get_paper, implemented_papers,
-                            scorecard_markdown, scorecard_rows, seed_table, seed_table_markdown)
+                            scorecard_markdown, scorecard_rows, seed_problems, seed_table, seed_table_markdown)
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +151,11 @@ def _run_seeds(name: str, args, seeds: list[int], folder: Path) -> list[dict]:
 def _check_failures(name: str, reports: list[dict], ablate: bool) -> list[str]:
     """What makes `--check` fail for one paper (`check_report`): a claim that did not come out as the module declares
     it (a reproduced claim that does not hold, a NOT REPRODUCED one that holds or was not measured), or under
-    `--ablate` a headline that still holds or was not measured; on Claims v3, also a headline without nulls."""
-    return [f"{name} (seed {r['meta'].get('seed')}): {p}" for r in reports for p in check_report(r, ablated=ablate)]
+    `--ablate` a headline that still holds or was not measured; on Claims v3, also a headline without nulls; over
+    three or more seeds, a claim declared MIXED that came out the same on all of them."""
+    over_seeds = [] if ablate else [f"{name} (seeds {', '.join(str(r['meta'].get('seed')) for r in reports)}): {p}"
+                                     for p in seed_problems(reports)]     # a MIXED declaration that every seed contradicts
+    return [f"{name} (seed {r['meta'].get('seed')}): {p}" for r in reports for p in check_report(r, ablated=ablate)] + over_seeds
 
 
 # import name -> the extra that installs it, for an ImportError that does not say so itself
