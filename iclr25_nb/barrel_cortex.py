@@ -6,14 +6,14 @@
 __all__ = ['log', 'PAPER', 'ANATOMY', 'RULES', 'CLASSES', 'MODELS', 'LABELS', 'make_experiment', 'GAP_MIN', 'ANN_GAIN_MIN',
            'ROBUST_MIN', 'SELECTIVE_GAP_MIN', 'ACC_MIN', 'DROP_MIN', 'MONOTONE_MAX', 'GAP_REPRODUCED', 'ANN_REPRODUCED',
            'ROBUST_REPRODUCED', 'SELECTIVE_REPRODUCED', 'DEPRIVE_KS', 'QUICK_MODELS', 'NOTES', 'NULL_NAMES', 'Anatomy',
-           'sample_masks', 'GaussianSpike', 'gaussian_surrogate', 'alif_step', 'BarrelRSNN', 'nll_mean_prob',
-           'whisker_array', 'WhiskerData', 'WhiskerSweepSynth', 'encode_probabilities', 'encode_spikes', 'deprive',
-           'shuffle_whiskers', 'load_whisker_file', 'subtype_rates', 'pearson', 'fI_rates', 'subtype_taus',
-           'anova_selectivity', 'cv_index', 'cv_grid', 'degree_distribution', 'deprivation_curve', 'raster_view',
-           'RNNBaseline', 'TCNBaseline', 'majority_accuracy', 'linear_readout_accuracy', 'whisker_tensors',
-           'BarrelConfig', 'build_model', 'accuracy', 'BarrelExperiment', 'accuracy_figure', 'deprivation_figure',
-           'rates_figure', 'raster_figure', 'whisker_map_figure', 'validation_tensors', 'tune', 'reproduce',
-           'explorer_render', 'explorer']
+           'sample_masks', 'whisker_array', 'WhiskerData', 'WhiskerSweepSynth', 'encode_probabilities', 'encode_spikes',
+           'deprive', 'shuffle_whiskers', 'load_whisker_file', 'GaussianSpike', 'gaussian_surrogate', 'alif_step',
+           'BarrelRSNN', 'nll_mean_prob', 'subtype_rates', 'pearson', 'fI_rates', 'subtype_taus', 'anova_selectivity',
+           'cv_index', 'cv_grid', 'degree_distribution', 'deprivation_curve', 'raster_view', 'RNNBaseline',
+           'TCNBaseline', 'majority_accuracy', 'linear_readout_accuracy', 'whisker_tensors', 'BarrelConfig',
+           'build_model', 'accuracy', 'BarrelExperiment', 'accuracy_figure', 'deprivation_figure', 'rates_figure',
+           'raster_figure', 'whisker_map_figure', 'validation_tensors', 'tune', 'reproduce', 'explorer_render',
+           'explorer']
 
 # %% ../nbs/24_barrel_cortex.ipynb #a1dfaed7
 import logging
@@ -128,133 +128,7 @@ def sample_masks(anatomy: Anatomy = ANATOMY, seed: int = 0, rule: str = 'anatomi
         p_rec, p_th = np.full((n, n), pr), np.full((nt, n), pt)
     return rng.random((n, n)) < p_rec, rng.random((nt, n)) < p_th
 
-# %% ../nbs/24_barrel_cortex.ipynb #c83597b3
-class GaussianSpike(torch.autograd.Function):
-    "Heaviside forward; backward the surrogate gamma * N(x; 0, ell^2)."
-    @staticmethod
-    def forward(ctx, x, gamma: float = 0.5, ell: float = 0.5):
-        ctx.save_for_backward(x); ctx.gamma, ctx.ell = gamma, ell
-        return (x > 0).to(x.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,), gamma, ell = ctx.saved_tensors, ctx.gamma, ctx.ell
-        return g * gamma * torch.exp(-x ** 2 / (2 * ell ** 2)) / (math.sqrt(2 * math.pi) * ell), None, None
-
-
-def gaussian_surrogate(x, gamma: float = 0.5, ell: float = 0.5):
-    "H(x) with the Gaussian surrogate gradient."
-    return GaussianSpike.apply(x, gamma, ell)
-
-
-def alif_step(v, a, s_prev, I, tau_m, tau_adp, b0: float = 0.04, beta: float = 1.8, gamma: float = 0.5,
-              ell: float = 0.5, tau_min: float | None = None):
-    "One ALIF step (equations above); returns (v, a, s, theta). `tau_min`: clamp the time constants from below."
-    if tau_min is not None: tau_m, tau_adp = tau_m.clamp(min=tau_min), tau_adp.clamp(min=tau_min)
-    alpha, rho = torch.exp(-1.0 / tau_m), torch.exp(-1.0 / tau_adp)
-    a = rho * a + (1 - rho) * s_prev
-    theta = b0 + beta * a
-    v = alpha * v + (1 - alpha) * I - theta * s_prev
-    return v, a, gaussian_surrogate(v - theta, gamma, ell), theta
-
-# %% ../nbs/24_barrel_cortex.ipynb #5461c722
-class BarrelRSNN(nn.Module):
-    "The barrel-cortex RSNN (see above). `forward(x)` with x (B, T, 186) spikes -> mean class probabilities (B, 3)."
-    def __init__(self, scale: float = 0.1, rule: str = 'anatomical', seed: int = 0, n_in: int = 186,
-                 n_classes: int = 3, init_w: float = 0.06, b0: float = 0.04, beta: float = 1.8, gamma: float = 0.5,
-                 ell: float = 0.5, tau_m: float = 10.0, tau_adp: float = 5.0, ordering: str = 'synchronous',
-                 init_state: str = 'zeros', dale: bool = True, sparse: bool = False, readout: int = 128,
-                 tau_min: float | None = None, anatomy: Anatomy = ANATOMY):
-        super().__init__()
-        if ordering not in ('synchronous', 'sequential'): raise ValueError(f"ordering must be synchronous or "
-                                                                          f"sequential, got {ordering!r}")
-        if init_state not in ('zeros', 'original'): raise ValueError(f"init_state must be zeros or original, "
-                                                                     f"got {init_state!r}")
-        self.anatomy = an = anatomy.scaled(scale) if anatomy.scale == 1.0 and scale != 1.0 else anatomy
-        self.scale, self.rule, self.dale, self.sparse = float(scale), rule, bool(dale), bool(sparse)
-        self.b0, self.beta, self.gamma, self.ell, self.tau_min = b0, beta, gamma, ell, tau_min
-        self.ordering, self.init_state = ordering, init_state
-        g = torch.Generator().manual_seed(int(seed))
-        m_rec, m_th = sample_masks(an, seed, rule)
-        n, nt, half = an.n, an.thalamus, an.thalamus // 2
-        self.n, self.n_in = n, n_in
-        self.fc_f, self.fc_t = nn.Linear(n_in // 2, half), nn.Linear(n_in - n_in // 2, nt - half)
-        self.barreloid = nn.Linear(nt, nt)
-        self.register_buffer('mask_rec', torch.as_tensor(m_rec, dtype=torch.float32))
-        self.register_buffer('mask_th', torch.as_tensor(m_th, dtype=torch.float32))
-        self.register_buffer('sign', torch.as_tensor(an.sign if dale else np.ones(n), dtype=torch.float32))
-        self.register_buffer('exc', torch.as_tensor(an.exc_index if dale else np.arange(n)))
-        lo = 0.0 if dale else -init_w
-        self.w_rec = nn.Parameter(lo + (init_w - lo) * torch.rand(n, n, generator=g))
-        self.w_th = nn.Parameter(init_w * torch.rand(nt, n, generator=g))
-        self.tau_m = nn.Parameter(torch.full((n,), float(tau_m)))
-        self.tau_adp = nn.Parameter(torch.full((n,), float(tau_adp)))
-        self.tau_m_th = nn.Parameter(torch.full((nt,), float(tau_m)))
-        self.tau_adp_th = nn.Parameter(torch.full((nt,), float(tau_adp)))
-        self.readout = nn.Sequential(nn.Linear(len(self.exc), readout), nn.Linear(readout, n_classes))
-
-    def tau_parameters(self) -> list: return [self.tau_m, self.tau_adp, self.tau_m_th, self.tau_adp_th]
-
-    def clamp_(self):
-        "The official in-place clamp of the magnitudes to [0, 1] (Dale models only)."
-        if self.dale:
-            with torch.no_grad(): self.w_rec.clamp_(0, 1); self.w_th.clamp_(0, 1)
-
-    def effective_weights(self) -> tuple:
-        "Signed, masked, 1/s-scaled recurrent weights (pre x post) and masked thalamic weights."
-        self.clamp_()
-        return self.sign[:, None] * self.mask_rec * self.w_rec / self.scale, self.mask_th * self.w_th
-
-    def _initial(self, B, n, dev):
-        if self.init_state == 'original':
-            g = torch.Generator().manual_seed(515)
-            return torch.rand(B, n, generator=g).to(dev), torch.rand(B, n, generator=g).to(dev)
-        return torch.zeros(B, n, device=dev), torch.zeros(B, n, device=dev)
-
-    def forward(self, x, record: bool = False):
-        "Mean class probabilities over t >= 1 (B, C); with `record`, also the rasters (B, T, N) and thalamic spikes."
-        B, T, _ = x.shape
-        h = self.n_in // 2
-        drive = self.barreloid(torch.cat([self.fc_f(x[..., :h]), self.fc_t(x[..., h:])], -1))   # (B, T, N_thal)
-        W, Wth = self.effective_weights()
-        if self.sparse: W = W.to_sparse()
-        v, s = self._initial(B, self.n, x.device)
-        vt, st = self._initial(B, Wth.shape[0], x.device)
-        a0 = self.b0 if self.init_state == 'original' else 0.0       # official: the adaptation b starts at init_b
-        a, at = torch.full_like(v, a0), torch.full_like(vt, a0)
-        off = self.anatomy.offsets
-        out, th_out = [], []
-        for t in range(T):
-            vt, at, st, _ = alif_step(vt, at, st, drive[:, t], self.tau_m_th, self.tau_adp_th, self.b0, self.beta,
-                                      self.gamma, self.ell, self.tau_min)
-            I_th = st @ Wth
-            if self.ordering == 'synchronous':
-                I = I_th + (torch.sparse.mm(W.t(), s.t()).t() if self.sparse else s @ W)
-                v, a, s, _ = alif_step(v, a, s, I, self.tau_m, self.tau_adp, self.b0, self.beta, self.gamma,
-                                       self.ell, self.tau_min)
-            else:                         # Gauss-Seidel: subtype k reads this step's spikes of subtypes < k
-                W_d = W.to_dense() if self.sparse else W
-                s_new, v_new, a_new = [], [], []
-                for k in range(len(off) - 1):
-                    lo, hi = int(off[k]), int(off[k + 1])
-                    src = torch.cat(s_new + [s[:, lo:]], 1)
-                    I = I_th[:, lo:hi] + src @ W_d[:, lo:hi]
-                    vk, ak, sk, _ = alif_step(v[:, lo:hi], a[:, lo:hi], s[:, lo:hi], I, self.tau_m[lo:hi],
-                                              self.tau_adp[lo:hi], self.b0, self.beta, self.gamma, self.ell,
-                                              self.tau_min)
-                    s_new.append(sk); v_new.append(vk); a_new.append(ak)
-                s, v, a = torch.cat(s_new, 1), torch.cat(v_new, 1), torch.cat(a_new, 1)
-            out.append(s); th_out.append(st)
-        spikes = torch.stack(out, 1)                                               # (B, T, N)
-        prob = F.softmax(self.readout(spikes[:, 1:, self.exc]), -1).mean(1)
-        return (prob, spikes, torch.stack(th_out, 1)) if record else prob
-
-
-def nll_mean_prob(prob, y, original: bool = False):
-    "The clean loss, -log of the mean probability of the true class; `original`: CE on probabilities as logits."
-    return F.cross_entropy(prob, y) if original else F.nll_loss(torch.log(prob.clamp_min(1e-8)), y)
-
-# %% ../nbs/24_barrel_cortex.ipynb #d742e685
+# %% ../nbs/24_barrel_cortex.ipynb #afe77d2c
 CLASSES = ('helmet', 'box', 'airplane')
 _ROWS = (4, 4, 6, 6, 7)
 
@@ -360,7 +234,7 @@ def WhiskerSweepSynth(n_per_class: int = 90, classes=(0, 1, 2), seed: int = 0, f
     torque += rng.normal(0, noise, torque.shape).astype(np.float32)
     return WhiskerData(force, torque, labels.astype(np.int64), contact, pose)
 
-# %% ../nbs/24_barrel_cortex.ipynb #12f93564
+# %% ../nbs/24_barrel_cortex.ipynb #2f162112
 def encode_probabilities(force, torque, c_f: float = 2.0, c_t: float = 4.0) -> np.ndarray:
     "Spike probabilities (N, frames, 186): x / (x + e^c) of |F| and |M| per whisker and node (sub-sweep 0)."
     f = np.maximum(np.linalg.norm(np.asarray(force, np.float64)[:, 0], axis=-1), 1e-5)   # (N, F, 31, 3)
@@ -369,14 +243,14 @@ def encode_probabilities(force, torque, c_f: float = 2.0, c_t: float = 4.0) -> n
     N, Fr = pf.shape[:2]
     return np.concatenate([pf.reshape(N, Fr, -1), pm.reshape(N, Fr, -1)], -1)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #f736cc35
 def encode_spikes(force, torque, c_f: float = 2.0, c_t: float = 4.0, dt: int = 1, seed: int = 515) -> np.ndarray:
     "Bernoulli spikes (N, frames * dt, 186) float32 from `encode_probabilities`, each frame repeated `dt` times."
     if dt < 1: raise ValueError(f"dt must be at least 1, got {dt}")
     p = np.repeat(encode_probabilities(force, torque, c_f, c_t), dt, axis=1)
     return (np.random.default_rng(seed).random(p.shape) < p).astype(np.float32)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #c54b4883
 def deprive(force, torque, idx) -> tuple:
     "Copies of force and torque with whiskers `idx` zeroed at every sub-sweep, frame, node and axis."
     idx = np.asarray(idx, dtype=np.int64).ravel()
@@ -386,7 +260,7 @@ def deprive(force, torque, idx) -> tuple:
     f[:, :, :, idx] = 0; t[:, :, :, idx] = 0
     return f, t
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #8038477b
 def shuffle_whiskers(force, torque, seed: int = 0) -> tuple:
     "Copies in which every whisker's sweep comes from another sample (an independent permutation per whisker)."
     rng = np.random.default_rng(seed)
@@ -437,7 +311,133 @@ def load_whisker_file(path) -> WhiskerData:
     else: raise ValueError(f"{path}: labels must be in {{0, 1, 2}} or {{53, 55, 113}}, got {sorted(set(lab))[:6]}")
     return WhiskerData(force, torque, lab)
 
-# %% ../nbs/24_barrel_cortex.ipynb #41e69fa9
+# %% ../nbs/24_barrel_cortex.ipynb #3bf8dc88
+class GaussianSpike(torch.autograd.Function):
+    "Heaviside forward; backward the surrogate gamma * N(x; 0, ell^2)."
+    @staticmethod
+    def forward(ctx, x, gamma: float = 0.5, ell: float = 0.5):
+        ctx.save_for_backward(x); ctx.gamma, ctx.ell = gamma, ell
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,), gamma, ell = ctx.saved_tensors, ctx.gamma, ctx.ell
+        return g * gamma * torch.exp(-x ** 2 / (2 * ell ** 2)) / (math.sqrt(2 * math.pi) * ell), None, None
+
+
+def gaussian_surrogate(x, gamma: float = 0.5, ell: float = 0.5):
+    "H(x) with the Gaussian surrogate gradient."
+    return GaussianSpike.apply(x, gamma, ell)
+
+# %% ../nbs/24_barrel_cortex.ipynb #97527179
+def alif_step(v, a, s_prev, I, tau_m, tau_adp, b0: float = 0.04, beta: float = 1.8, gamma: float = 0.5,
+              ell: float = 0.5, tau_min: float | None = None):
+    "One ALIF step (equations above); returns (v, a, s, theta). `tau_min`: clamp the time constants from below."
+    if tau_min is not None: tau_m, tau_adp = tau_m.clamp(min=tau_min), tau_adp.clamp(min=tau_min)
+    alpha, rho = torch.exp(-1.0 / tau_m), torch.exp(-1.0 / tau_adp)
+    a = rho * a + (1 - rho) * s_prev
+    theta = b0 + beta * a
+    v = alpha * v + (1 - alpha) * I - theta * s_prev
+    return v, a, gaussian_surrogate(v - theta, gamma, ell), theta
+
+# %% ../nbs/24_barrel_cortex.ipynb #ca2f7aa7
+class BarrelRSNN(nn.Module):
+    "The barrel-cortex RSNN (see above). `forward(x)` with x (B, T, 186) spikes -> mean class probabilities (B, 3)."
+    def __init__(self, scale: float = 0.1, rule: str = 'anatomical', seed: int = 0, n_in: int = 186,
+                 n_classes: int = 3, init_w: float = 0.06, b0: float = 0.04, beta: float = 1.8, gamma: float = 0.5,
+                 ell: float = 0.5, tau_m: float = 10.0, tau_adp: float = 5.0, ordering: str = 'synchronous',
+                 init_state: str = 'zeros', dale: bool = True, sparse: bool = False, readout: int = 128,
+                 tau_min: float | None = None, anatomy: Anatomy = ANATOMY):
+        super().__init__()
+        if ordering not in ('synchronous', 'sequential'): raise ValueError(f"ordering must be synchronous or "
+                                                                          f"sequential, got {ordering!r}")
+        if init_state not in ('zeros', 'original'): raise ValueError(f"init_state must be zeros or original, "
+                                                                     f"got {init_state!r}")
+        self.anatomy = an = anatomy.scaled(scale) if anatomy.scale == 1.0 and scale != 1.0 else anatomy
+        self.scale, self.rule, self.dale, self.sparse = float(scale), rule, bool(dale), bool(sparse)
+        self.b0, self.beta, self.gamma, self.ell, self.tau_min = b0, beta, gamma, ell, tau_min
+        self.ordering, self.init_state = ordering, init_state
+        g = torch.Generator().manual_seed(int(seed))
+        m_rec, m_th = sample_masks(an, seed, rule)
+        n, nt, half = an.n, an.thalamus, an.thalamus // 2
+        self.n, self.n_in = n, n_in
+        self.fc_f, self.fc_t = nn.Linear(n_in // 2, half), nn.Linear(n_in - n_in // 2, nt - half)
+        self.barreloid = nn.Linear(nt, nt)
+        self.register_buffer('mask_rec', torch.as_tensor(m_rec, dtype=torch.float32))
+        self.register_buffer('mask_th', torch.as_tensor(m_th, dtype=torch.float32))
+        self.register_buffer('sign', torch.as_tensor(an.sign if dale else np.ones(n), dtype=torch.float32))
+        self.register_buffer('exc', torch.as_tensor(an.exc_index if dale else np.arange(n)))
+        lo = 0.0 if dale else -init_w
+        self.w_rec = nn.Parameter(lo + (init_w - lo) * torch.rand(n, n, generator=g))
+        self.w_th = nn.Parameter(init_w * torch.rand(nt, n, generator=g))
+        self.tau_m = nn.Parameter(torch.full((n,), float(tau_m)))
+        self.tau_adp = nn.Parameter(torch.full((n,), float(tau_adp)))
+        self.tau_m_th = nn.Parameter(torch.full((nt,), float(tau_m)))
+        self.tau_adp_th = nn.Parameter(torch.full((nt,), float(tau_adp)))
+        self.readout = nn.Sequential(nn.Linear(len(self.exc), readout), nn.Linear(readout, n_classes))
+
+    def tau_parameters(self) -> list: return [self.tau_m, self.tau_adp, self.tau_m_th, self.tau_adp_th]
+
+    def clamp_(self):
+        "The official in-place clamp of the magnitudes to [0, 1] (Dale models only)."
+        if self.dale:
+            with torch.no_grad(): self.w_rec.clamp_(0, 1); self.w_th.clamp_(0, 1)
+
+    def effective_weights(self) -> tuple:
+        "Signed, masked, 1/s-scaled recurrent weights (pre x post) and masked thalamic weights."
+        self.clamp_()
+        return self.sign[:, None] * self.mask_rec * self.w_rec / self.scale, self.mask_th * self.w_th
+
+    def _initial(self, B, n, dev):
+        if self.init_state == 'original':
+            g = torch.Generator().manual_seed(515)
+            return torch.rand(B, n, generator=g).to(dev), torch.rand(B, n, generator=g).to(dev)
+        return torch.zeros(B, n, device=dev), torch.zeros(B, n, device=dev)
+
+    def forward(self, x, record: bool = False):
+        "Mean class probabilities over t >= 1 (B, C); with `record`, also the rasters (B, T, N) and thalamic spikes."
+        B, T, _ = x.shape
+        h = self.n_in // 2
+        drive = self.barreloid(torch.cat([self.fc_f(x[..., :h]), self.fc_t(x[..., h:])], -1))   # (B, T, N_thal)
+        W, Wth = self.effective_weights()
+        if self.sparse: W = W.to_sparse()
+        v, s = self._initial(B, self.n, x.device)
+        vt, st = self._initial(B, Wth.shape[0], x.device)
+        a0 = self.b0 if self.init_state == 'original' else 0.0       # official: the adaptation b starts at init_b
+        a, at = torch.full_like(v, a0), torch.full_like(vt, a0)
+        off = self.anatomy.offsets
+        out, th_out = [], []
+        for t in range(T):
+            vt, at, st, _ = alif_step(vt, at, st, drive[:, t], self.tau_m_th, self.tau_adp_th, self.b0, self.beta,
+                                      self.gamma, self.ell, self.tau_min)
+            I_th = st @ Wth
+            if self.ordering == 'synchronous':
+                I = I_th + (torch.sparse.mm(W.t(), s.t()).t() if self.sparse else s @ W)
+                v, a, s, _ = alif_step(v, a, s, I, self.tau_m, self.tau_adp, self.b0, self.beta, self.gamma,
+                                       self.ell, self.tau_min)
+            else:                         # Gauss-Seidel: subtype k reads this step's spikes of subtypes < k
+                W_d = W.to_dense() if self.sparse else W
+                s_new, v_new, a_new = [], [], []
+                for k in range(len(off) - 1):
+                    lo, hi = int(off[k]), int(off[k + 1])
+                    src = torch.cat(s_new + [s[:, lo:]], 1)
+                    I = I_th[:, lo:hi] + src @ W_d[:, lo:hi]
+                    vk, ak, sk, _ = alif_step(v[:, lo:hi], a[:, lo:hi], s[:, lo:hi], I, self.tau_m[lo:hi],
+                                              self.tau_adp[lo:hi], self.b0, self.beta, self.gamma, self.ell,
+                                              self.tau_min)
+                    s_new.append(sk); v_new.append(vk); a_new.append(ak)
+                s, v, a = torch.cat(s_new, 1), torch.cat(v_new, 1), torch.cat(a_new, 1)
+            out.append(s); th_out.append(st)
+        spikes = torch.stack(out, 1)                                               # (B, T, N)
+        prob = F.softmax(self.readout(spikes[:, 1:, self.exc]), -1).mean(1)
+        return (prob, spikes, torch.stack(th_out, 1)) if record else prob
+
+# %% ../nbs/24_barrel_cortex.ipynb #1d5c7a46
+def nll_mean_prob(prob, y, original: bool = False):
+    "The clean loss, -log of the mean probability of the true class; `original`: CE on probabilities as logits."
+    return F.cross_entropy(prob, y) if original else F.nll_loss(torch.log(prob.clamp_min(1e-8)), y)
+
+# %% ../nbs/24_barrel_cortex.ipynb #e2f2a90f
 def subtype_rates(spikes, anatomy: Anatomy) -> np.ndarray:
     "Mean spikes per step of each subtype, from rasters (B, T, N)."
     s = torch.as_tensor(spikes).float().mean((0, 1)).numpy()
@@ -450,7 +450,7 @@ def pearson(a, b) -> float:
     if a.std() == 0 or b.std() == 0: return float('nan')
     return float(np.corrcoef(a, b)[0, 1])
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #04064e15
 def fI_rates(tau_m, tau_adp, I: float = 1.0, steps: int = 550, b0: float = 0.04, beta: float = 1.8) -> np.ndarray:
     "Firing rate of single ALIF neurons with time constants (tau_m, tau_adp) under constant input I."
     tm, ta = torch.as_tensor(tau_m, dtype=torch.float32), torch.as_tensor(tau_adp, dtype=torch.float32)
@@ -461,14 +461,14 @@ def fI_rates(tau_m, tau_adp, I: float = 1.0, steps: int = 550, b0: float = 0.04,
             total += s
     return (total / steps).numpy()
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #d8271edb
 def subtype_taus(model: 'BarrelRSNN') -> tuple:
     "Mean trained tau_m and tau_adp of every subtype."
     lab = model.anatomy.labels
     tm, ta = model.tau_m.detach().numpy(), model.tau_adp.detach().numpy()
     return (np.array([tm[lab == k].mean() for k in range(13)]), np.array([ta[lab == k].mean() for k in range(13)]))
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #f00059bf
 def anova_selectivity(counts, labels, p: float = 1e-3) -> float:
     "Fraction of neurons whose spike counts (samples, neurons) differ across classes (one-way ANOVA p < `p`)."
     from scipy.stats import f_oneway
@@ -480,7 +480,7 @@ def anova_selectivity(counts, labels, p: float = 1e-3) -> float:
         pv = f_oneway(*[g[:, active] for g in groups], axis=0).pvalue
     return float(np.nansum(pv < p) / counts.shape[1])
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #99a06036
 def cv_index(spikes, axis: int = -1) -> np.ndarray:
     "Coefficient of variation std / mean of binary spike trains along `axis` (time): the paper's CV (NAOI) index."
     s = np.asarray(spikes, float)
@@ -488,7 +488,7 @@ def cv_index(spikes, axis: int = -1) -> np.ndarray:
     with np.errstate(all='ignore'):
         return np.where(m > 0, s.std(axis) / m, np.nan)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #66265c78
 def cv_grid(X, w_grid=(0.02, 0.06, 0.1), b_grid=(0.01, 0.04, 0.2), scale: float = 0.05, seed: int = 0):
     "The paper's CV-based initialisation grid: mean CV index of the untrained network's spikes on inputs X per (w, b)."
     out = np.full((len(w_grid), len(b_grid)), np.nan)
@@ -500,14 +500,14 @@ def cv_grid(X, w_grid=(0.02, 0.06, 0.1), b_grid=(0.01, 0.04, 0.2), scale: float 
             out[i, j] = np.nanmean(cv) if np.isfinite(cv).any() else np.nan    # nan: the network is silent
     return out
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #dcdfba02
 def degree_distribution(model: 'BarrelRSNN') -> tuple:
     "Weighted in-degree and out-degree (sums of |effective weight|) of every cortical neuron."
     with torch.no_grad():
         W = model.effective_weights()[0].abs()
     return W.sum(0).numpy(), W.sum(1).numpy()
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #6b724a20
 def deprivation_curve(exp: "BarrelExperiment", ks=(0, 4, 8, 16, 24), reps: int = 4, seed: int = 0) -> dict:
     "Mean and standard deviation of the frozen model's test accuracy over `reps` random draws of k whiskers."
     rng = np.random.default_rng(seed)
@@ -517,7 +517,7 @@ def deprivation_curve(exp: "BarrelExperiment", ks=(0, 4, 8, 16, 24), reps: int =
         out[int(k)] = (float(np.mean(accs)), float(np.std(accs)))
     return out
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #cc043626
 def raster_view(model: 'BarrelRSNN', X, per_subtype: int = 6, max_events: int = 1500) -> dict:
     "Small snapshot of a test sweep: spike events of a few neurons per subtype, subtype rates, layer rates."
     with torch.no_grad():
@@ -534,7 +534,7 @@ def raster_view(model: 'BarrelRSNN', X, per_subtype: int = 6, max_events: int = 
     return {'events_t': ev[:, 0].tolist(), 'events_n': ev[:, 1].tolist(), 'row_subtype': an.labels[rows].tolist(),
             'rates': rates.round(5).tolist(), 'layer_rates': layer, 'sizes': sizes.tolist()}
 
-# %% ../nbs/24_barrel_cortex.ipynb #adba363a
+# %% ../nbs/24_barrel_cortex.ipynb #c8eea85c
 class RNNBaseline(nn.Module):
     "LSTM or GRU over the input sequence; hidden states averaged over time -> linear -> class probabilities."
     def __init__(self, kind: str = 'lstm', n_in: int = 186, hidden: int = 64, n_classes: int = 3):
@@ -545,7 +545,7 @@ class RNNBaseline(nn.Module):
 
     def forward(self, x): return F.softmax(self.head(self.rnn(x)[0].mean(1)), -1)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #6980ec8c
 class TCNBaseline(nn.Module):
     "Temporal CNN: conv1d(186 -> h, k=7, stride 2) -> ReLU -> conv1d(h -> h, k=5, stride 2) -> ReLU -> mean -> linear."
     def __init__(self, n_in: int = 186, hidden: int = 64, n_classes: int = 3):
@@ -556,18 +556,18 @@ class TCNBaseline(nn.Module):
 
     def forward(self, x): return F.softmax(self.head(self.net(x.transpose(1, 2)).mean(-1)), -1)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #90e27507
 MODELS = ('barrel', 'random', 'dense', 'lstm', 'gru', 'tcn')
 LABELS = {'barrel': 'barrel RSNN (anatomical)', 'random': 'random connectivity', 'dense': 'unconstrained SRNN',
           'lstm': 'LSTM', 'gru': 'GRU', 'tcn': 'temporal CNN'}
 
-# %% ../nbs/24_barrel_cortex.ipynb #7b7b9f7e
+# %% ../nbs/24_barrel_cortex.ipynb #334ac371
 def majority_accuracy(y_train, y_test) -> float:
     "Test accuracy of always predicting the most frequent training label."
     y_train, y_test = np.asarray(y_train), np.asarray(y_test)
     return float((y_test == np.bincount(y_train).argmax()).mean())
 
-# %% ../nbs/24_barrel_cortex.ipynb #223f3d68
+# %% ../nbs/24_barrel_cortex.ipynb #a62a12ff
 def linear_readout_accuracy(X_train, y_train, X_val, y_val, X_test, y_test, l2_grid=(1e-3, 1e-1, 1.0),
                             iters: int = 100) -> float:
     "Test accuracy of softmax regression on summed input spikes (B, T, C) -> (B, C), L2 chosen on validation."
@@ -592,7 +592,7 @@ def linear_readout_accuracy(X_train, y_train, X_val, y_val, X_test, y_test, l2_g
             if va > best[0]: best = (va, float((lin(Zte).argmax(1) == yte).float().mean()))
     return best[1]
 
-# %% ../nbs/24_barrel_cortex.ipynb #000c3649
+# %% ../nbs/24_barrel_cortex.ipynb #c5af1396
 _DATA_CACHE = {}
 
 
@@ -611,7 +611,7 @@ def whisker_tensors(n_per_class: int = 90, seed: int = 0, shuffle: bool = False,
                                 test=WhiskerData(f[ntr:], t[ntr:], d.labels[ntr:], d.contact[ntr:]))
     return _DATA_CACHE[key]
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #03287225
 @dataclass
 class BarrelConfig(ConfigBase):
     "One model on the synthetic whisker task. Defaults are the quick preset; `_full` the CPU-sized full one."
@@ -645,7 +645,7 @@ class BarrelConfig(ConfigBase):
     def steps(self) -> int:
         return self.epochs * math.ceil(int(round(0.8 * 3 * self.n_per_class)) / self.batch)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #115899af
 def build_model(c: BarrelConfig, seed: int) -> nn.Module:
     "The model named by `c.model`, seeded."
     torch.manual_seed(seed + c.mask_seed)
@@ -655,14 +655,14 @@ def build_model(c: BarrelConfig, seed: int) -> nn.Module:
                           init_state=c.init_state, dale=c.model != 'dense')
     return TCNBaseline(hidden=c.hidden) if c.model == 'tcn' else RNNBaseline(c.model, hidden=c.hidden)
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #1d21856f
 def accuracy(model: nn.Module, X, y, batch: int = 128) -> float:
     "Test accuracy of the argmax of the model's class probabilities."
     with torch.no_grad():
         pred = torch.cat([model(X[i:i + batch]).argmax(1) for i in range(0, len(X), batch)])
     return float((pred == y).float().mean())
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #31b02161
 class BarrelExperiment(Experiment):
     "Trains one model (barrel RSNN, a control or a baseline) on the synthetic whisker task, one minibatch a step."
     Config = BarrelConfig
@@ -752,7 +752,7 @@ class BarrelExperiment(Experiment):
 
 make_experiment = BarrelExperiment.from_preset
 
-# %% ../nbs/24_barrel_cortex.ipynb #e2f1370a
+# %% ../nbs/24_barrel_cortex.ipynb #581fdd4c
 def accuracy_figure(curves: dict, title: str = 'test accuracy per epoch'):
     "One line per model: test accuracy against epoch."
     import plotly.graph_objects as go
@@ -761,7 +761,7 @@ def accuracy_figure(curves: dict, title: str = 'test accuracy per epoch'):
           for name, pts in curves.items() if pts]
     return figure(*tr, title=title, xaxis_title='epoch', yaxis_title='test accuracy')
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #871b14d0
 def deprivation_figure(curves: dict, title: str = 'whisker deprivation (frozen models)'):
     "Mean test accuracy (error bars: std over draws) against the number of silenced whiskers."
     import plotly.graph_objects as go
@@ -770,7 +770,7 @@ def deprivation_figure(curves: dict, title: str = 'whisker deprivation (frozen m
                      mode='lines+markers', name=name) for name, c in curves.items()]
     return figure(*tr, title=title, xaxis_title='whiskers silenced', yaxis_title='test accuracy')
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #2cb28ad2
 def rates_figure(rates, control=None, title: str = 'firing rate per subtype vs the Izhikevich reference'):
     "Bars: min-max normalised rates per subtype (model, control) beside the normalised Izhikevich rates."
     import plotly.graph_objects as go
@@ -782,7 +782,7 @@ def rates_figure(rates, control=None, title: str = 'firing rate per subtype vs t
         tr.append(go.Bar(x=list(_SUBTYPES), y=norm(control), name=f'random control (r = {pearson(control, _IZH):.2f})'))
     return figure(*tr, title=title, xaxis_title='subtype', yaxis_title='normalised rate', barmode='group')
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #aa237c2c
 def raster_figure(snap: dict, title: str = 'spikes of a test sweep, by subtype'):
     "Spike events of a few neurons per subtype (rows grouped by subtype, L4 below L2/3)."
     import plotly.graph_objects as go
@@ -804,7 +804,7 @@ def raster_figure(snap: dict, title: str = 'spikes of a test sweep, by subtype')
         fig.update_yaxes(tickvals=ticks, ticktext=names)
     return fig
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #6912e91d
 def whisker_map_figure(deprived=(), acc=float('nan'), deprived_acc=float('nan')):
     "The 31-whisker array (rows A-E, straddlers): silenced whiskers grey, with the accuracies in the title."
     import plotly.graph_objects as go
@@ -823,7 +823,7 @@ def whisker_map_figure(deprived=(), acc=float('nan'), deprived_acc=float('nan'))
     return figure(*tr, title=title, xaxis_title='arc (column)',
                   yaxis_title='row (A top)', xaxis_range=[-1.5, 7.5])
 
-# %% ../nbs/24_barrel_cortex.ipynb #bf33f32a
+# %% ../nbs/24_barrel_cortex.ipynb #19f79d4d
 GAP_MIN = Threshold(0.05, set='before', note='anatomical minus random connectivity, test accuracy: 3 of 54 test '
                     'sweeps; the paper reports about 30 points (Fig. 6B)')
 ANN_GAIN_MIN = Threshold(0.05, set='before', note='barrel RSNN minus the mean of LSTM, GRU, TCN: about half the '
@@ -855,7 +855,7 @@ NOTES = ["Scale: 20 % of the 4,218 cortical neurons (845; every subtype has 7 or
          "a separate validation draw of sweeps (n_val per class), the test sweeps are used only to report.",
          "The quick preset leaves out the unconstrained SRNN (in the full preset)."]
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #008644d6
 def _train(c: BarrelConfig, seed: int, device) -> BarrelExperiment:
     exp = BarrelExperiment(c, seed, device=device)
     exp.history_ = exp.run()
@@ -885,7 +885,7 @@ def tune(c: BarrelConfig, seed: int, val: tuple, device='cpu') -> BarrelExperime
     best.seconds = time.perf_counter() - t0
     return best
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #18884662
 def _run(preset: str, seed: int, ablate: bool, device) -> dict:
     base = BarrelConfig.preset(preset)
     meth = base.replace(connectivity='random') if ablate else base       # the ablation: the anatomy goes
@@ -1023,7 +1023,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/24_barrel_cortex.ipynb #2a5861bc
+# %% ../nbs/24_barrel_cortex.ipynb #adb1a99b
 def explorer_render(snap: dict, history: list, show: str = 'layers') -> dict:
     "The explorer's figures from a snapshot: raster, rates vs reference (or layer rates), whisker map, curves."
     from iclr25_nb.live import figure, curves_figure
@@ -1039,7 +1039,7 @@ def explorer_render(snap: dict, history: list, show: str = 'layers') -> dict:
     figs['curves'] = curves_figure(history, ['loss', 'test_acc'], 'training: loss and test accuracy')
     return figs
 
-
+# %% ../nbs/24_barrel_cortex.ipynb #2683acea
 def explorer(autostart: bool = False, **config):
     """Live training of the barrel RSNN: raster by subtype and layer, rates against the Izhikevich reference, the
     whisker array (actions silence whiskers on the frozen model and report its accuracy), training curves.
