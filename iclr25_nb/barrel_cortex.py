@@ -5,15 +5,15 @@
 # %% auto #0
 __all__ = ['log', 'PAPER', 'ANATOMY', 'RULES', 'CLASSES', 'MODELS', 'LABELS', 'make_experiment', 'GAP_MIN', 'ANN_GAIN_MIN',
            'ROBUST_MIN', 'SELECTIVE_GAP_MIN', 'ACC_MIN', 'DROP_MIN', 'MONOTONE_MAX', 'GAP_REPRODUCED', 'ANN_REPRODUCED',
-           'ROBUST_REPRODUCED', 'SELECTIVE_REPRODUCED', 'DEPRIVE_KS', 'QUICK_MODELS', 'NOTES', 'NULL_NAMES', 'Anatomy',
-           'sample_masks', 'whisker_array', 'WhiskerData', 'WhiskerSweepSynth', 'encode_probabilities', 'encode_spikes',
-           'deprive', 'shuffle_whiskers', 'load_whisker_file', 'GaussianSpike', 'gaussian_surrogate', 'alif_step',
-           'BarrelRSNN', 'nll_mean_prob', 'subtype_rates', 'pearson', 'fI_rates', 'subtype_taus', 'anova_selectivity',
-           'cv_index', 'cv_grid', 'degree_distribution', 'deprivation_curve', 'raster_view', 'RNNBaseline',
-           'TCNBaseline', 'majority_accuracy', 'linear_readout_accuracy', 'whisker_tensors', 'BarrelConfig',
-           'build_model', 'accuracy', 'BarrelExperiment', 'accuracy_figure', 'deprivation_figure', 'rates_figure',
-           'raster_figure', 'whisker_map_figure', 'validation_tensors', 'tune', 'reproduce', 'explorer_render',
-           'explorer']
+           'ROBUST_REPRODUCED', 'SELECTIVE_REPRODUCED', 'DEPRIVE_KS', 'QUICK_MODELS', 'NOTES', 'NULL_NAMES',
+           'SCORECARD', 'Anatomy', 'sample_masks', 'whisker_array', 'WhiskerData', 'WhiskerSweepSynth',
+           'encode_probabilities', 'encode_spikes', 'deprive', 'shuffle_whiskers', 'load_whisker_file', 'GaussianSpike',
+           'gaussian_surrogate', 'alif_step', 'BarrelRSNN', 'nll_mean_prob', 'subtype_rates', 'pearson', 'fI_rates',
+           'subtype_taus', 'anova_selectivity', 'cv_index', 'cv_grid', 'degree_distribution', 'deprivation_curve',
+           'raster_view', 'RNNBaseline', 'TCNBaseline', 'majority_accuracy', 'linear_readout_accuracy',
+           'whisker_tensors', 'BarrelConfig', 'build_model', 'accuracy', 'BarrelExperiment', 'accuracy_figure',
+           'deprivation_figure', 'rates_figure', 'raster_figure', 'whisker_map_figure', 'validation_tensors', 'tune',
+           'reproduce', 'explorer_render', 'explorer']
 
 # %% ../nbs/24_barrel_cortex.ipynb #a1dfaed7
 import logging
@@ -823,7 +823,7 @@ def whisker_map_figure(deprived=(), acc=float('nan'), deprived_acc=float('nan'))
     return figure(*tr, title=title, xaxis_title='arc (column)',
                   yaxis_title='row (A top)', xaxis_range=[-1.5, 7.5])
 
-# %% ../nbs/24_barrel_cortex.ipynb #66bb993b
+# %% ../nbs/24_barrel_cortex.ipynb #53676b3b
 GAP_MIN = Threshold(0.05, set='before', note='anatomical minus random connectivity, test accuracy: 3 of 54 test '
                     'sweeps; the paper reports about 30 points (Fig. 6B)')
 ANN_GAIN_MIN = Threshold(0.05, set='before', note='barrel RSNN minus the mean of LSTM, GRU, TCN: about half the '
@@ -835,10 +835,10 @@ DROP_MIN = Threshold(0.05, set='before', note='sanity: silencing 24 of 31 whiske
                      'the seeds of the scale-0.2 preset (the old 0.10 had been raised after an ablated run)')
 MONOTONE_MAX = 0.05     # sanity: largest rise of the deprivation curve between neighbouring k
 # declared after seeds 0-2 of the quick preset (see "Measured here vs the paper")
-GAP_REPRODUCED = True
-ANN_REPRODUCED = True
-ROBUST_REPRODUCED = True
-SELECTIVE_REPRODUCED = True
+GAP_REPRODUCED = False        # 1/3 seeds
+ANN_REPRODUCED = False        # 0/3
+ROBUST_REPRODUCED = False     # 1/3
+SELECTIVE_REPRODUCED = True   # 2/3
 DEPRIVE_KS = (0, 4, 8, 16, 24)
 QUICK_MODELS = ('barrel', 'random', 'lstm', 'gru', 'tcn')
 NOTES = ["Scale: 20 % of the 4,218 cortical neurons (845; every subtype has 7 or more neurons except FSCH, 4 at full "
@@ -1023,7 +1023,17 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/24_barrel_cortex.ipynb #adb1a99b
+# %% ../nbs/24_barrel_cortex.ipynb #acf82b4a
+SCORECARD = dict(status='NOT REPRODUCED',
+                 headline='anatomical vs random connectivity (same neuron counts, E/I signs, synapse count, training and tuning grid)',
+                 metric='test accuracy, anatomical minus random connectivity, 3-class synthetic whisker sweeps, scale 0.2 (holds at 0.05)',
+                 seeds=(0.1296, -0.1481, -0.0556),
+                 paper='about 70 % anatomical vs 30-40 % random, full or fixed connectivity (Fig. 6B, 10 runs)',
+                 null='random connectivity, another mask draw',
+                 null_seeds=(-0.2407, 0.0, 0.037),
+                 note='another random mask draw moves accuracy as much as the anatomy does (gap +0.13 / -0.15 / -0.06); a linear readout of summed input and the ANNs beat both spiking networks')
+
+# %% ../nbs/24_barrel_cortex.ipynb #95cb669c
 def explorer_render(snap: dict, history: list, show: str = 'layers') -> dict:
     "The explorer's figures from a snapshot: raster, rates vs reference (or layer rates), whisker map, curves."
     from iclr25_nb.live import figure, curves_figure
@@ -1039,7 +1049,7 @@ def explorer_render(snap: dict, history: list, show: str = 'layers') -> dict:
     figs['curves'] = curves_figure(history, ['loss', 'test_acc'], 'training: loss and test accuracy')
     return figs
 
-# %% ../nbs/24_barrel_cortex.ipynb #2683acea
+# %% ../nbs/24_barrel_cortex.ipynb #0b193e3b
 def explorer(autostart: bool = False, **config):
     """Live training of the barrel RSNN: raster by subtype and layer, rates against the Izhikevich reference, the
     whisker array (actions silence whiskers on the frozen model and report its accuracy), training curves.
