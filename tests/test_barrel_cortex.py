@@ -266,3 +266,48 @@ def test_tune_tries_every_rate_of_the_grid_and_keeps_the_best_on_validation():
     snn = bc.BarrelConfig(model='random', n_per_class=5, frames=10, epochs=1, batch=8, lr_grid=(1.0,), n_val=2)
     assert bc.tune(snn, 1, bc.validation_tensors(snn, 1)).lr_chosen == pytest.approx(8e-3)   # SNNs: `lr`
     with pytest.raises(ValueError): bc.BarrelConfig(lr_grid=(1.0, -2.0)).validate()
+
+
+def test_test_sweeps_never_in_training_or_validation():
+    from iclr25_nb import core
+    c = bc.BarrelConfig.quick(n_per_class=10, n_val=4, frames=20)
+    d = bc.whisker_tensors(c.n_per_class, 0, False, c.frames, c.dt)
+    val = bc.validation_tensors(c, 0)
+    assert core.overlap_count(d['X_train'], d['X_test']) == 0
+    assert core.overlap_count(val[0], d['X_test']) == 0 and core.overlap_count(d['X_train'], val[0]) == 0
+    raw = bc.WhiskerSweepSynth(10, seed=0, frames=20)                    # the sweeps themselves, not only spikes
+    ntr = len(d['y_train'])
+    assert core.overlap_count(raw.force[:ntr], raw.force[ntr:]) == 0
+
+
+def test_ablation_is_random_connectivity_with_the_same_counts():
+    c = bc.BarrelConfig.quick(n_per_class=5, frames=10)
+    anat = bc.build_model(c, 0)
+    abl = bc.build_model(c.replace(connectivity='random'), 0)
+    ctrl = bc.build_model(c.replace(model='random'), 0)
+    assert torch.equal(abl.mask_rec, ctrl.mask_rec) and torch.equal(abl.w_rec, ctrl.w_rec)   # the control itself
+    assert not torch.equal(anat.mask_rec, abl.mask_rec)
+    assert abs(abl.mask_rec.sum() / anat.mask_rec.sum() - 1) < 0.03 and torch.equal(abl.sign, anat.sign)
+    redraw = bc.build_model(c.replace(model='random', mask_seed=100), 0)                   # the mask-luck null
+    assert not torch.equal(redraw.mask_rec, ctrl.mask_rec)
+    assert min(bc.ANATOMY.scaled(c.scale).sizes[:6] + bc.ANATOMY.scaled(c.scale).sizes[7:]) >= 7   # all populated
+
+
+def test_step_lr_and_original_adaptation_start():
+    exp = bc.make_experiment('quick', model='lstm', n_per_class=5, frames=10, epochs=3, batch=12, lr_step=1,
+                             lr_gamma=0.5, hidden=4)
+    exp.run()
+    assert exp.opt.param_groups[0]['lr'] == pytest.approx(exp.config.lr_ann * 0.25)      # two epoch boundaries
+    x = torch.zeros(1, 3, 186)
+    a = bc.BarrelRSNN(0.05, init_state='original'); z = bc.BarrelRSNN(0.05); z.load_state_dict(a.state_dict())
+    pa, sa, _ = a(x, record=True); pz, sz, _ = z(x, record=True)
+    assert not torch.equal(sa, sz)
+
+
+def test_null_strategies():
+    assert bc.majority_accuracy([2, 2, 1], [2, 0, 2, 2]) == 0.75
+    g = torch.Generator().manual_seed(1)
+    y = torch.randint(0, 3, (120,), generator=g)
+    X = torch.rand(120, 10, 6, generator=g).lt(0.1).float()                               # no class information
+    acc = bc.linear_readout_accuracy(X[:80], y[:80], X[80:100], y[80:100], X[100:], y[100:])
+    assert 0 <= acc <= 0.7
