@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound
 from .data import check_array
 
 log = logging.getLogger(__name__)
@@ -835,10 +835,10 @@ DROP_MIN = Threshold(0.05, set='before', note='sanity: silencing 24 of 31 whiske
                      'the seeds of the scale-0.2 preset (the old 0.10 had been raised after an ablated run)')
 MONOTONE_MAX = 0.05     # sanity: largest rise of the deprivation curve between neighbouring k
 # declared after seeds 0-2 of the quick preset (see "Measured here vs the paper")
-GAP_REPRODUCED = False        # 1/3 seeds
+GAP_REPRODUCED = MIXED        # holds on 1/3 seeds (seed 0); not reproduced on the scorecard
 ANN_REPRODUCED = False        # 0/3
-ROBUST_REPRODUCED = False     # 1/3
-SELECTIVE_REPRODUCED = True   # 2/3
+ROBUST_REPRODUCED = MIXED     # 1/3 (seed 1)
+SELECTIVE_REPRODUCED = MIXED  # 2/3 (seed 2 falls short)
 DEPRIVE_KS = (0, 4, 8, 16, 24)
 QUICK_MODELS = ('barrel', 'random', 'lstm', 'gru', 'tcn')
 NOTES = ["Scale: 20 % of the 4,218 cortical neurons (845; every subtype has 7 or more neurons except FSCH, 4 at full "
@@ -978,14 +978,14 @@ def _claims(report: Report, res: dict):
     report.add_claim(Claim.compare('barrel RSNN: test accuracy (chance 1/3; any trained model)', acc['barrel'], '>=',
                                    ACC_MIN))
     report.add_claim(Claim.compare(f'barrel RSNN: accuracy lost when {kmax} of 31 whiskers are silenced (any model '
-                                   f'loses some)', drop, '>=', DROP_MIN))
+                                   f'loses some)', drop, '>=', DROP_MIN, reproduced=MIXED))      # 2/3: seed 0 gains
     m = res['barrel'].model
     with torch.no_grad(): W, _ = m.effective_weights()
     viol = float(torch.cat([W[m.sign > 0].clamp(max=0).abs().flatten(), W[m.sign < 0].clamp(min=0).flatten()]).max())
     report.add_claim(Claim.compare("Dale's law after training: largest weight of the wrong sign", viol, '<=', 0.0))
     up = max(dep[k2][0] - dep[k1][0] for k1, k2 in zip(DEPRIVE_KS, DEPRIVE_KS[1:]))
     report.add_claim(Claim.compare('deprivation curve: largest rise between neighbouring k (monotone within '
-                                   'noise)', up, '<=', MONOTONE_MAX))
+                                   'noise)', up, '<=', MONOTONE_MAX, reproduced=MIXED))   # 2/3: seed 0 rises 0.069
     return acc
 
 
