@@ -356,3 +356,82 @@ def test_without_pymatgen_evaluate_names_the_extra(monkeypatch):
     for m in [m for m in sys.modules if m == 'pymatgen' or m.startswith('pymatgen.')]: monkeypatch.delitem(sys.modules, m)
     monkeypatch.setitem(sys.modules, 'pymatgen', None)
     with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[mofflow\]'"): exp.evaluate()
+
+
+# ---------- held-out data, nulls, ablation, budget (issue 41) ----------
+def test_many_distinct_mofs_and_held_out_test_set():
+    from iclr25_nb.core import overlap_count
+    comps = M.compositions(90)
+    assert len(comps) >= 150 and len({M.structure_key(c) for c in comps}) == len(comps)
+    for seed in range(3):
+        exp = M.make_experiment('quick', seed, traj_every=1000)
+        assert overlap_count(exp.train_mofs, exp.test_mofs, key=M.structure_key) == 0
+        assert overlap_count(exp.train_mofs, exp.test_mofs, key=M.geometry_key) == 0     # not even a substituent swap
+        assert len({M.structure_key(m) for m in exp.train_mofs}) >= 60
+        assert {M.structure_key(m) for m in exp.test_mofs} <= {M.structure_key(c) for c in exp.test_comps}
+
+
+def test_structure_key_ignores_supercells_and_mixed_linkers_have_no_clashes():
+    lks = ('bdc_cl', 'ebdc', 'bpdc_f')
+    a, b = make_mof('pcu', linker=lks), make_mof('pcu', linker=lks, supercell=(2, 1, 1))
+    assert M.structure_key(a) == M.structure_key(b) == ('pcu', tuple(sorted(lks)))
+    assert M.geometry_key(a) == ('pcu', (5.8, 8.36, 10.08))
+    for m in (b, make_mof('sql', linker=('bdc', 'ebdc_f'), supercell=(2, 1, 1)), make_mof('dia', linker='ebdc_f')):
+        s = m.structure(); d = s.distance_matrix + 10 * np.eye(len(s))
+        assert d.min() > 0.8, m
+
+
+def test_lookup_null_copies_the_nearest_training_mof():
+    pytest.importorskip('pymatgen')
+    train = [make_mof('pcu', linker='bdc'), make_mof('sql', linker=('bdc', 'bpdc'))]
+    p = M.nearest_training(train, train)                       # a target in the training set: an exact copy
+    assert all(M.rms_dist(x, t) == pytest.approx(0, abs=1e-6) for x, t in zip(p, train))
+    q = M.nearest_training([make_mof('pcu', linker=('bdc', 'bdc', 'bpdc'))], train)[0]
+    assert q.n_atoms == 17 + 2 * 12 + 22 and np.allclose(q.lattice, train[0].lattice)   # the nearest one's cell
+
+
+def test_atomize_is_the_same_structure_of_one_atom_blocks():
+    pytest.importorskip('pymatgen')
+    m = make_mof('sql', linker=('bdc_f', 'ebdc'))
+    a = M.atomize(m)
+    assert a.n_blocks == a.n_atoms == m.n_atoms and all(len(z) == 1 for z in a.Z)
+    assert M.rms_dist(a, m) == pytest.approx(0, abs=1e-6)
+    exp = M.make_experiment('quick', n_train=8, n_test=2, steps=1, blocks=False, traj_every=1000)
+    assert all(s.n_blocks == s.n_atoms for s in exp.train_set) and not exp.interp.rotations
+    exp.step()
+
+
+def test_pair_mlp_equals_the_concatenation():
+    torch.manual_seed(0)
+    mlp = M._mlp(2 * 5 + 3, 7, 4).double()
+    s = torch.randn(2, 6, 5, dtype=D64); pair = torch.randn(2, 6, 6, 3, dtype=D64)
+    full = mlp(torch.cat([s[:, :, None].expand(-1, -1, 6, -1), s[:, None].expand(-1, 6, -1, -1), pair], -1))
+    assert torch.allclose(M._pair_mlp(mlp, [s], pair), full, atol=1e-12)
+    mlp2 = M._mlp(3 + 2 * 5, 7, 4).double()
+    full2 = mlp2(torch.cat([pair, s[:, :, None].expand(-1, -1, 6, -1), s[:, None].expand(-1, 6, -1, -1)], -1))
+    assert torch.allclose(M._pair_mlp(mlp2, [s], pair, pair_first=True), full2, atol=1e-12)
+
+
+def test_translation_loss_weighted_then_clamped():
+    "The official code multiplies the translation loss by 2, then clamps it at 5 per MOF."
+    bt = _batch(); nz = M.Interpolant().corrupt(bt, torch.Generator().manual_seed(0))
+    far = M.flow_losses(bt, nz, dict(R=bt['R1'], tau=bt['tau1'] + 1e3, ell=bt['ell1']))
+    assert float(far['trans']) == pytest.approx(5.0)
+    near = M.flow_losses(bt, nz, dict(R=bt['R1'], tau=bt['tau1'] + 0.3, ell=bt['ell1']))
+    eta = 1 - nz['t'].clamp(max=0.9)
+    want = (2 * (0.1 * 0.3 / eta) ** 2).clamp(max=5).mean()           # 3 components, each 0.03 nm / eta, / 3
+    assert float(near['trans']) == pytest.approx(float(want), rel=1e-6)
+
+
+def test_atomflow_gets_the_same_steps():
+    exp = M.make_experiment('quick', n_train=8, n_test=2, steps=3, batch_size=2, traj_every=1000)
+    atom, hist, secs = M.train_atomflow(exp, seed=0)
+    assert len(hist) == exp.config.steps == 3 and secs > 0 and all(np.isfinite(h['loss']) for h in hist)
+
+
+def test_sampling_time_grows_with_blocks_not_atoms_at_init():
+    "Holds at initialisation (so it is a property of the representation, not a result): 4 -> 16 blocks vs 53 -> 212 atoms."
+    torch.manual_seed(0)
+    s = M.scaling_times(M.MOFFlowNet(), M.AtomFlowNet(), steps=2, repeat=2)
+    assert s['blocks'] == [4, 8, 16] and s['atoms'][-1] == 4 * s['atoms'][0]
+    assert s['mofflow'][-1] / s['mofflow'][0] < s['atomflow'][-1] / s['atomflow'][0]
