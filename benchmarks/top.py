@@ -148,7 +148,7 @@ def bench_top(g, size, batches, A_sp, rank=64):
     torch.manual_seed(0)
     model = T.TOPGCN(g.x.shape[1], HIDDEN, g.num_classes, LAYERS, dropout=0.0)
     factory = lambda: T.TOPGCN(g.x.shape[1], HIDDEN, g.num_classes, LAYERS, dropout=0.0)  # noqa: E731
-    Q = T.orthonormal_basis(T.build_basis(factory, A_sp, g.x, random_num=1), rank)
+    Q = T.official_basis(T.build_basis(factory, A_sp, g.x, random_num=1), rank)   # as the official code: max(r, k)
     top, cluster = T.TOP(A_sp, g.x, batches, Q, inb_size=256), T.ClusterGCN(A_sp, g.x, batches)
     opt = torch.optim.Adam(model.parameters(), 1e-2)
     t_top = timed(lambda: T.train_epoch(model, opt, top, y, train, np.random.default_rng(0)), repeat=3)[0]
