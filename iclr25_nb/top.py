@@ -613,7 +613,7 @@ def embedding_error(model: nn.Module, method) -> list[float]:
     finally:
         model.train(was)
 
-# %% ../nbs/25_top.ipynb #594ad7c2
+# %% ../nbs/25_top.ipynb #25462d88
 def train_epoch(model: nn.Module, opt, method, y: torch.Tensor, train: torch.Tensor, rng: np.random.Generator) -> float:
     "One epoch of `method` (a step per batch with training nodes); the mean training loss."
     model.train(); losses = []
@@ -636,7 +636,7 @@ def evaluate_method(model: nn.Module, method, y: torch.Tensor, masks: dict) -> d
     model.train(was)
     return {k: float((pred[m] == y[m]).float().mean()) for k, m in masks.items()}
 
-# %% ../nbs/25_top.ipynb #be58152b
+# %% ../nbs/25_top.ipynb #7c5fe60b
 TRAINERS = ('full', 'cluster', 'top', 'exact')
 LABELS = {'full': 'full-batch', 'cluster': 'Cluster-GCN', 'top': 'TOP', 'exact': 'exact L-hop'}
 
@@ -838,7 +838,7 @@ def _layout(A: sp.coo_matrix, seed: int = 0, iters: int = 60) -> np.ndarray:
 
 make_experiment = TOPExperiment.from_preset
 
-# %% ../nbs/25_top.ipynb #765cdb04
+# %% ../nbs/25_top.ipynb #33c030a1
 # Claims v3 thresholds (issue 43), committed before seeds 0-2 of the official-basis, full-graph-inference protocol.
 GAIN_MIN = Threshold(0.0, set='before')           # test accuracy, TOP - Cluster-GCN, both full-graph inference
 FULL_GAP_MIN = Threshold(-0.01, set='before')     # test accuracy, TOP - full-batch (the paper: "approaches")
@@ -1115,8 +1115,9 @@ def _figures(report: Report, res: dict):
 
 def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=None, device='cpu') -> Report:
     """TOP against full-batch, Cluster-GCN and the exact L-hop mini-batch on a CSBM, Cora and CiteSeer (GCN) and on
-    Cora with GCNII: embedding error and accuracy (headline), exactness in span, cost and its scaling (mechanism). `data`: the Planetoid folder (None: the shared
-    data folder when there is one). `ablate`: compensation off."""
+    Cora with GCNII, every model with full-graph inference: accuracy against Cluster-GCN and full-batch with the
+    nulls (headline), message and embedding error, exactness in span (mechanism), cost rows. `data`: the Planetoid
+    folder (None: the shared data folder when there is one). `ablate`: compensation off."""
     with Report.run('top', preset, seed, ablate, device, threads=1) as report:   # small graphs: one thread
         if data is None and default_planetoid() is None:
             from iclr25_nb.data import fallback
@@ -1131,7 +1132,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES + ([] if 'cora' in res else ["Cora and CiteSeer were skipped: no Planetoid folder was found."])
     return report
 
-# %% ../nbs/25_top.ipynb #801c9897
+# %% ../nbs/25_top.ipynb #fa95ea8a
 def accuracy_time_figure(history: list, trainers, title: str = 'test accuracy vs training time', split: str = 'test'):
     "Accuracy of each trainer against its cumulative training seconds."
     import plotly.graph_objects as go
@@ -1202,7 +1203,7 @@ def partition_figure(view: dict, highlight: int = 0):
     fig.update_xaxes(showticklabels=False); fig.update_yaxes(showticklabels=False)
     return fig
 
-# %% ../nbs/25_top.ipynb #0cf296ef
+# %% ../nbs/25_top.ipynb #ba56a29c
 def explorer_render(snap: dict, history: list, split: str = 'test', highlight: int = 0) -> dict:
     "The explorer's figures from a snapshot: accuracy vs time, per-layer error, the partition view."
     return {'accuracy': accuracy_time_figure(history, snap['trainers'], f'{split} accuracy vs training time', split),
