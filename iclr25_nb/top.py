@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['log', 'PAPER', 'TRAINERS', 'LABELS', 'make_experiment', 'GAIN_MIN', 'FULL_GAP_MIN', 'MSG_ERROR_MAX', 'SPAN_EXACT_MAX',
-           'ERROR_RATIO_MAX', 'NOTES', 'QUICK_RUNS', 'FULL_RUNS', 'SCALING', 'HEADLINE_GRAPHS', 'REPRODUCED', 'Graph',
-           'clean_edges', 'csbm', 'load_planetoid', 'normalized_adjacency_scipy', 'to_torch_csr',
+           'ERROR_RATIO_MAX', 'NOTES', 'QUICK_RUNS', 'FULL_RUNS', 'SCALING', 'HEADLINE_GRAPHS', 'REPRODUCED',
+           'SCORECARD', 'Graph', 'clean_edges', 'csbm', 'load_planetoid', 'normalized_adjacency_scipy', 'to_torch_csr',
            'normalized_adjacency', 'partition', 'make_batches', 'cut_fraction', 'as_features', 'sparse_dropout',
            'TOPGCNConv', 'TOPGCN', 'TOPGCNIIConv', 'TOPGCNII', 'make_model', 'FullBatch', 'ClusterGCN', 'build_basis',
            'orthonormal_basis', 'official_basis', 'message_error', 'TOPBatch', 'precompute_top_batches', 'TOP',
@@ -838,7 +838,7 @@ def _layout(A: sp.coo_matrix, seed: int = 0, iters: int = 60) -> np.ndarray:
 
 make_experiment = TOPExperiment.from_preset
 
-# %% ../nbs/25_top.ipynb #f4fc5821
+# %% ../nbs/25_top.ipynb #efb803e0
 # Claims v3 thresholds (issue 43), committed before seeds 0-2 of the official-basis, full-graph-inference protocol.
 GAIN_MIN = Threshold(0.0, set='before')           # test accuracy, TOP - Cluster-GCN, both full-graph inference
 FULL_GAP_MIN = Threshold(-0.01, set='before')     # test accuracy, TOP - full-batch (the paper: "approaches")
@@ -1041,7 +1041,8 @@ def _rows(report: Report, res: dict):
 
 
 HEADLINE_GRAPHS = ('csbm', 'cora', 'citeseer')
-REPRODUCED = {}     # claim key -> False where the declared outcome is NOT REPRODUCED (set from seeds 0-2)
+REPRODUCED = {'gain-csbm': False, 'gain-cora': False, 'gain-citeseer': False, 'full-csbm': False,
+              'msg-citeseer': False}   # declared after seeds 0-2 (thresholds unchanged): see Reproduction
 
 
 def _nulls(ev: dict, ref: float) -> list:
@@ -1074,14 +1075,10 @@ def _claims(report: Report, res: dict):
             kind='mechanism', control=('Cluster-GCN drops the message: error', 1.0),
             paper='message invariance: out-of-batch messages rewritten as in-batch ones',
             reproduced=REPRODUCED.get(f'msg-{name}', True)))
-    for name in _graphs(res):
+    for name in _graphs(res):   # a row, no longer a claim: its thresholds were post hoc, on the old rank-64 basis
         exp, ev = res[name]
-        report.add_claim(Claim.compare(
-            f"{name}: relative error of the logits at the full-batch model's weights, TOP / Cluster-GCN",
-            ev['error_trained_top'] / ev['error_trained_cluster'], '<=', ERROR_RATIO_MAX[name], kind='mechanism',
-            control=('Cluster-GCN: relative error', ev['error_trained_cluster']),
-            paper='message invariance makes the compensated messages close to the exact ones',
-            reproduced=REPRODUCED.get(f'err-{name}', True)))
+        report.add_row(f"{name}: logits' relative error at the full-batch weights, TOP / Cluster-GCN",
+                       ratio=ev['error_trained_top'] / ev['error_trained_cluster'])
     sp_ = res['span']
     ranks = sorted(k for k in sp_ if isinstance(k, int))
     report.add_claim(Claim.compare(
@@ -1205,7 +1202,17 @@ def partition_figure(view: dict, highlight: int = 0):
     fig.update_xaxes(showticklabels=False); fig.update_yaxes(showticklabels=False)
     return fig
 
-# %% ../nbs/25_top.ipynb #ba56a29c
+# %% ../nbs/25_top.ipynb #006383b8
+SCORECARD = dict(status='NOT REPRODUCED', headline='TOP vs Cluster-GCN (csbm), both with full-graph inference',
+                 metric='test accuracy, TOP - Cluster-GCN, higher is better', seeds=(-0.718, -0.694, -0.693),
+                 paper='TOP above Cluster-GCN and close to full-batch (ogbn-arxiv GCN: 72.4 vs 68.0, full 71.7)',
+                 null='Cluster-GCN, in-batch inference (drops out-of-batch messages)',
+                 null_seeds=(-0.0705, -0.0698, -0.0554),
+                 note='with the official max(r, k) basis the layer-1 message is fixed (Cora 0.958, CSBM ~0) but '
+                      'TOP diverges on the CSBM (0.24-0.26 accuracy) and on GCNII; Cluster-GCN with full-graph '
+                      'inference (0.953) beats it; on Cora and CiteSeer no consistent gain')
+
+# %% ../nbs/25_top.ipynb #3e632f17
 def explorer_render(snap: dict, history: list, split: str = 'test', highlight: int = 0) -> dict:
     "The explorer's figures from a snapshot: accuracy vs time, per-layer error, the partition view."
     return {'accuracy': accuracy_time_figure(history, snap['trainers'], f'{split} accuracy vs training time', split),
