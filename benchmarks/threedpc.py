@@ -39,7 +39,7 @@ def _trimesh_ids(sc, idx, cams, res):
     o_all, d_all = T.camera_rays(cams, res)
     for m, s in enumerate(idx):
         parts, tags = [], []
-        for tag, (c, r) in enumerate(((sc.ball[s], T.BALL_R), (sc.viewer[s], T.BODY_R), (sc.nose[s], T.NOSE_R))):
+        for tag, (c, r) in enumerate(zip((sc.ball[s], sc.viewer[s], sc.nose[s]), sc.radii[s])):  # per-scene radii
             parts.append(trimesh.creation.icosphere(3, r).apply_translation(c)); tags.append(tag)
         for b in sc.boxes[s]:
             if b[4] > 0:

@@ -1159,13 +1159,14 @@ def seed_table(reports: list) -> list[dict]:
         nulls = [{'name': k, 'values': [n['measured'] for n in v],
                   'mean': float(np.mean([float(n['measured']) for n in v])) if all(_finite(n['measured']) for n in v)
                   else None, 'passes': sum(n['passes'] for n in v)} for k, v in nulls.items()]
-        strongest = [Claim.from_dict(c).strongest_null for c in claims if c.get('nulls')]
+        parsed = [Claim.from_dict(c) for c in claims]
+        strongest = [c.strongest_null for c in parsed if c.nulls]
         strongest = max(set(n['name'] for n in strongest), key=[n['name'] for n in strongest].count) if strongest else None
         rows.append({'kind': claims[0].get('kind', 'sanity'), 'claim': claims[0]['statement'],
                      'expected': claims[0]['expected'], 'set': claims[0].get('set'), 'earlier': claims[0].get('earlier'),
                      'reproduced': claims[0].get('reproduced', True), 'nulls': nulls,
                      'strongest_null': next((n for n in nulls if n['name'] == strongest), None),
-                     'as_declared': sum(Claim.from_dict(c).as_declared for c in claims),
+                     'as_declared': sum(c.as_declared for c in parsed),
                      'seeds': [r['meta'].get('seed') for r in reports], 'values': values,
                      'mean': float(np.mean(numeric)) if numeric else None,
                      'std': float(np.std(numeric)) if len(numeric) > 1 else 0.0 if numeric else None,

@@ -4,16 +4,17 @@
 
 # %% auto #0
 __all__ = ['log', 'PAPER', 'TASKS', 'MUTATIONS', 'MUTATION_P', 'SYSTEM_PROMPT', 'EDITORS', 'METHODS', 'LABELS', 'make_experiment',
-           'GAIN_MIN', 'GA_OVER_RANDOM_MIN', 'QUICK_TASKS', 'FULL_TASKS', 'PMO_GRAPH_GA', 'NOTES', 'PAPER_ISOMERS',
-           'EDITOR_NAMES', 'load_smiles', 'default_pool_path', 'pool_source', 'load_pool', 'fingerprint', 'tanimoto',
-           'gaussian', 'geometric_mean', 'parse_formula', 'element_counts', 'isomer_score', 'sa_score', 'logp', 'Task',
-           'task', 'canonical', 'Oracle', 'top_k_mean', 'top_k_auc', 'ring_ok', 'mol_ok', 'crossover', 'mutate',
-           'Editor', 'GAEditor', 'RandomPoolEditor', 'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt',
-           'parse_box', 'ChatEditor', 'SelfiesLM', 'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch',
-           'RandomSearch', 'run_ga', 'MolLEOConfig', 'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client',
-           'convergence_figure', 'reproduce', 'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
+           'LM_GAIN_MIN', 'GA_OVER_RANDOM_MIN', 'QUICK_TASKS', 'FULL_TASKS', 'PMO_GRAPH_GA', 'NOTES', 'NULL_NAMES',
+           'REPRODUCED', 'PAPER_ISOMERS', 'EDITOR_NAMES', 'SCORECARD', 'load_smiles', 'default_pool_path',
+           'pool_source', 'load_pool', 'fingerprint', 'tanimoto', 'gaussian', 'geometric_mean', 'parse_formula',
+           'element_counts', 'isomer_score', 'sa_score', 'logp', 'Task', 'task', 'canonical', 'Oracle', 'top_k_mean',
+           'top_k_auc', 'ring_ok', 'mol_ok', 'crossover', 'mutate', 'Editor', 'GAEditor', 'RandomPoolEditor',
+           'BlindMutationEditor', 'ScriptedEditor', 'FormulaExpertEditor', 'build_prompt', 'parse_box', 'ChatEditor',
+           'SelfiesLM', 'train_selfies_lm', 'SelfiesLMEditor', 'GeneticSearch', 'RandomSearch', 'run_ga',
+           'MolLEOConfig', 'make_editor', 'MolLEOExperiment', 'draw_coords', 'primed_client', 'convergence_figure',
+           'reproduce', 'molecule_grid_figure', 'editor_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/16_molleo.ipynb #f8427bcf
+# %% ../nbs/16_molleo.ipynb #f3ab56d3
 import gzip
 import logging
 import math
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ PAPER = dict(number=16, name='molleo',
              title='Efficient evolutionary search over chemical space with large language models (MolLEO)',
              authors='Wang et al.', code='https://github.com/zoom-wang112358/MOLLEO',
              field='molecular optimisation, language models',
-             ablation='editor = random pool: the knowledge-bearing editor is replaced by random valid ZINC molecules '
+             ablation='editor = random pool: the language-model editor is replaced by random valid ZINC molecules '
                       '(same loop, filter and budget)')
 
 
@@ -551,7 +552,7 @@ def mutate(mol, rng, rate: float = 1.0):
         if products: return _choice(rng, products)
     return None
 
-# %% ../nbs/16_molleo.ipynb #21401353
+# %% ../nbs/16_molleo.ipynb #bf57d76a
 class Editor:
     "Base editor: `edit(parents, task, rng)` validates what `propose` returns and counts calls, failures, valid."
     name = 'editor'
@@ -606,6 +607,16 @@ class RandomPoolEditor(Editor):
     def propose(self, parents, task, rng): return self.pool[int(rng.integers(len(self.pool)))]
 
 
+class BlindMutationEditor(Editor):
+    "The null for an LM editor: the same place in MolLEO's loop, the edit one of Graph GA's mutations picked blind."
+    name, label = 'blind_mutation', 'random Graph GA mutations (null: edits picked blind)'
+
+    def propose(self, parents, task, rng):
+        Chem = _chem()
+        child = mutate(Chem.MolFromSmiles(parents[0][0]), rng, 1.0)
+        return None if child is None else Chem.MolToSmiles(child)
+
+
 class ScriptedEditor(Editor):
     "Replies from a fixed list, in turn (an Exception instance is raised): for tests."
     name, label = 'scripted', 'scripted replies (tests)'
@@ -618,13 +629,14 @@ class ScriptedEditor(Editor):
         if isinstance(reply, Exception): raise reply
         return reply
 
-# %% ../nbs/16_molleo.ipynb #98262fa4
+# %% ../nbs/16_molleo.ipynb #090df7ca
 class FormulaExpertEditor(Editor):
     "Hand-written expert for isomer tasks: single-atom edits toward the formula read from the task text."
-    name, label = 'formula_expert', 'formula expert (hand-written rules, not an LLM)'
+    name, label = 'formula_expert', 'formula expert (a rule that knows the objective; every score charged)'
+    uses_oracle = True
 
-    def __init__(self, max_candidates: int = 60, top: int = 3):
-        super().__init__(); self.max_candidates, self.top = max_candidates, top
+    def __init__(self, max_candidates: int = 60, top: int = 3, oracle=None):
+        super().__init__(); self.max_candidates, self.top, self.oracle = max_candidates, top, oracle
 
     @staticmethod
     def formula_in(text: str) -> dict | None:
@@ -644,7 +656,11 @@ class FormulaExpertEditor(Editor):
         mol = Chem.MolFromSmiles(parents[0][0])
         cands = _formula_edits(mol, target, rng, self.max_candidates)
         if not cands: return None
-        scored = sorted(((isomer_score(m, target), Chem.MolToSmiles(m)) for m in cands), reverse=True)
+        if self.oracle is None:
+            raise ValueError("the formula expert scores its candidates with the task's objective: give it the run's "
+                             "budgeted Oracle (GeneticSearch does)")
+        smiles = [Chem.MolToSmiles(m) for m in cands]
+        scored = sorted(zip(self.oracle(smiles), smiles), reverse=True)          # charged to the budget
         return scored[int(rng.integers(min(self.top, len(scored))))][1]
 
 
@@ -845,7 +861,7 @@ class SelfiesLMEditor(Editor):
         cut = 1 + int(round(body * rng.uniform(*self.keep)))
         return self.model.decode(self.model.sample(ids[:cut], rng, temperature=self.temperature))
 
-# %% ../nbs/16_molleo.ipynb #0184f590
+# %% ../nbs/16_molleo.ipynb #1f04d7b9
 class GeneticSearch:
     "Graph GA (`editor=None`) or MolLEO (an `Editor`; `mode` 'mutation' or 'crossover'); step() = one generation."
     def __init__(self, oracle: Oracle, pool: list, editor: Editor | None = None, mu: int = 120, lam: int = 70,
@@ -860,6 +876,7 @@ class GeneticSearch:
         self.patience_max, self.patience, self.stopped, self.generation = patience, 0, False, 0
         self.rng = np.random.default_rng(seed)
         self.ga = GAEditor(p_mut)
+        if getattr(editor, 'uses_oracle', False): editor.oracle = oracle     # an editor that scores pays for it
         self.fallbacks = self.editor_offspring = 0
         self.log = []                                           # per generation: calls, best, top-10, editor stats
         start = [self.pool[i] for i in self.rng.integers(len(self.pool), size=mu)]
@@ -1133,11 +1150,13 @@ def draw_coords(smiles: str, score: float = float('nan')) -> dict:
             'symbols': [a.GetSymbol() for a in mol.GetAtoms()],
             'bonds': [[b.GetBeginAtomIdx(), b.GetEndAtomIdx(), float(b.GetBondTypeAsDouble())] for b in mol.GetBonds()]}
 
-# %% ../nbs/16_molleo.ipynb #6da010de
-# Claim thresholds, calibrated on seeds 0, 1, 2 of the quick preset (values per seed in the comments), then frozen.
-GAIN_MIN = {'isomers_c9h10n2o2pf2cl': 0.10,   # AUC MolLEO(expert) - Graph GA, seeds 0/1/2: 0.203, 0.236, 0.182
-            'isomers_c7h8n2o2': 0.06}         # seeds 0/1/2: 0.104, 0.119, 0.125 (ablated, seed 0: 0.027, -0.039)
-GA_OVER_RANDOM_MIN = 0.05   # AUC Graph GA - random, isomer tasks (sanity): c9 0.233/0.186/0.228, c7 0.468/0.522/0.472
+# %% ../nbs/16_molleo.ipynb #0349908a
+# Claims v3 thresholds, committed before seeds 0-2 of the new protocol (the LM editor as the method under test).
+# Disclosure: the earlier notebook already showed per-task SELFIES-GRU-minus-Graph-GA AUC gaps (old protocol, same
+# runs), so this threshold is "before" the new seeds but not blind to those exploratory numbers.
+LM_GAIN_MIN = Threshold(0.02, set='before', note='MolLEO (SELFIES GRU) beats Graph GA by at least 0.02 top-10 AUC, '
+                        'mean over the quick tasks: a margin above the seed-to-seed spread of Graph GA (about 0.01)')
+GA_OVER_RANDOM_MIN = 0.05   # sanity: AUC Graph GA - random on the isomer tasks (the harness works)
 QUICK_TASKS = ('isomers_c9h10n2o2pf2cl', 'isomers_c7h8n2o2', 'mestranol_similarity', 'qed')
 FULL_TASKS = ('isomers_c9h10n2o2pf2cl', 'mestranol_similarity', 'qed', 'thiothixene_rediscovery', 'perindopril_mpo',
               'isomers_c7h8n2o2')
@@ -1145,8 +1164,9 @@ FULL_TASKS = ('isomers_c9h10n2o2pf2cl', 'mestranol_similarity', 'qed', 'thiothix
 PMO_GRAPH_GA = {'qed': 0.940, 'mestranol_similarity': 0.579, 'thiothixene_rediscovery': 0.479,
                 'isomers_c9h10n2o2pf2cl': 0.719, 'perindopril_mpo': 0.538}
 NOTES = ["Budget 1,000 oracle calls in the quick preset (PMO: 10,000); tasks computed with RDKit alone.",
-         "The knowledge-bearing editor is a hand-written formula expert (isomer tasks), not GPT-4 or BioT5.",
-         "The SELFIES LM is a GRU trained here for a few hundred steps on 5,000 ZINC molecules (no task knowledge)."]
+         "The language-model editor is a SELFIES GRU trained here on 5,000 ZINC molecules (offline stand-in for "
+         "BioT5; it has a chemistry prior but reads no task instruction).",
+         "The formula expert is a diagnostic (a rule that knows the objective), every score it looks at charged."]
 
 
 def _result(s) -> dict:
@@ -1162,6 +1182,11 @@ def _result(s) -> dict:
     return r
 
 
+def _initial_auc(s, budget: int) -> float:
+    "Top-10 AUC of Graph GA's initial population alone (the run stopped after scoring it, padded to the budget)."
+    return top_k_auc(s.oracle.history[:s.initial_calls], 10, budget, 100, finished=True)
+
+
 def _run(preset: str, seed: int, ablate: bool, data) -> dict:
     path, source = pool_source(data)
     pool = list(_pool(str(path)))
@@ -1170,15 +1195,18 @@ def _run(preset: str, seed: int, ablate: bool, data) -> dict:
     rng = np.random.default_rng(seed)
     lm, losses = train_selfies_lm([pool[i] for i in rng.integers(len(pool), size=5000)], 600 if full else 200,
                                   seed=seed)
-    res = {'budget': budget, 'tasks': {}, 'lm_losses': losses}
+    res = {'budget': budget, 'tasks': {}, 'lm_losses': losses, 'initial': {}}
     for name in tasks:
-        runs = {'random': RandomSearch(Oracle(name, budget), pool, seed=seed),
-                'graph_ga': GeneticSearch(Oracle(name, budget), pool, None, seed=seed),
-                'selfies_lm': GeneticSearch(Oracle(name, budget), pool, SelfiesLMEditor(lm), p_mut=0.0, seed=seed)}
+        ga = GeneticSearch(Oracle(name, budget), pool, None, seed=seed)
+        ga.initial_calls = ga.oracle.calls
+        lm_editor = RandomPoolEditor(pool) if ablate else SelfiesLMEditor(lm)   # --ablate: no language model
+        runs = {'random': RandomSearch(Oracle(name, budget), pool, seed=seed), 'graph_ga': ga,
+                'selfies_lm': GeneticSearch(Oracle(name, budget), pool, lm_editor, p_mut=0.0, seed=seed),
+                'blind_ops': GeneticSearch(Oracle(name, budget), pool, BlindMutationEditor(), p_mut=0.0, seed=seed)}
         if TASKS[name].formula:
-            editor = RandomPoolEditor(pool) if ablate else FormulaExpertEditor()
-            runs['expert'] = GeneticSearch(Oracle(name, budget), pool, editor, p_mut=0.0, seed=seed)
+            runs['expert'] = GeneticSearch(Oracle(name, budget), pool, FormulaExpertEditor(), p_mut=0.0, seed=seed)
         res['tasks'][name] = {k: _result(s.run()) for k, s in runs.items()}
+        res['initial'][name] = _initial_auc(ga, budget)
     res['llm'] = _llm_probe(pool, seed, 40 if full else 4, 600 if full else 20)
     res['pool'] = source
     return res
@@ -1215,17 +1243,32 @@ def _llm_probe(pool: list, seed: int, n: int, seconds: float = 60.0) -> dict | N
             'seconds_per_call': (time.perf_counter() - t0) / max(done, 1)}
 
 
+def _mean_gap(res: dict, key: str) -> float:
+    "Mean over the tasks of top-10 AUC(run `key`) - AUC(Graph GA); `key` 'initial' = Graph GA's initial population."
+    T = res['tasks']
+    return float(np.mean([(res['initial'][n] if key == 'initial' else T[n][key]['auc']) - T[n]['graph_ga']['auc']
+                          for n in T]))
+
+
+NULL_NAMES = {'blind_ops': 'same MolLEO loop, edits = random Graph GA mutations (picked blind)',
+              'random': 'best of budget-many random ZINC molecules',
+              'initial': "Graph GA's initial population alone"}
+REPRODUCED = False     # declared after seeds 0-2 (see the Reproduction section): the LM editor does not beat Graph GA
+
+
 def _claims(report: Report, res: dict):
     T = res['tasks']
-    for name, gain_min in GAIN_MIN.items():
-        if name not in T: continue
-        ex, ga = T[name]['expert'], T[name]['graph_ga']
-        report.add_claim(Claim.compare(
-            f"{name}: top-10 AUC, MolLEO (knowledge-bearing editor: {EDITOR_NAMES[ex['editor']]}) - Graph GA, "
-            f"budget {res['budget']}",
-            ex['auc'] - ga['auc'], '>=', gain_min, kind='headline', control=('Graph GA top-10 AUC', ga['auc']),
-            paper=PAPER_ISOMERS.get(name)))
-    for name in GAIN_MIN:
+    tasks = ', '.join(T)
+    report.add_claim(Claim.compare(
+        f"top-10 AUC, MolLEO (language-model editor: SELFIES GRU trained on ZINC) - Graph GA, mean over {tasks}, "
+        f"budget {res['budget']}",
+        _mean_gap(res, 'selfies_lm'), '>=', LM_GAIN_MIN, kind='headline',
+        control=('Graph GA top-10 AUC, mean over the tasks', float(np.mean([t['graph_ga']['auc'] for t in T.values()]))),
+        nulls=[(NULL_NAMES[k], _mean_gap(res, k)) for k in ('blind_ops', 'random', 'initial')],
+        reproduced=REPRODUCED,
+        paper='MolLEO (BioT5 / GPT-4) above Graph GA on most PMO tasks at budget 10,000, e.g. isomers '
+              'C9H10N2O2PF2Cl about 0.87 vs 0.719 (as the research note quotes the paper)'))
+    for name in ('isomers_c9h10n2o2pf2cl', 'isomers_c7h8n2o2'):
         if name not in T: continue
         ga, rnd = T[name]['graph_ga'], T[name]['random']
         report.add_claim(Claim.compare(f"{name}: top-10 AUC, Graph GA - random ZINC sampling (the harness works)",
@@ -1246,6 +1289,13 @@ def _findings(report: Report, res: dict):
                              'vs 0.719)',
                        note='our LM has a ZINC prior but no task knowledge; BioT5 was instruction-tuned on '
                             'text-molecule pairs')
+    expert = {n: round(t['expert']['auc'] - t['graph_ga']['auc'], 4) for n, t in T.items() if 'expert' in t}
+    if expert:
+        report.add_finding('diagnostic, a rule that knows the objective: top-10 AUC, MolLEO loop with the formula '
+                           'expert (every candidate it scores charged to the budget) - Graph GA', expert,
+                           paper='the paper has no such rule; its GPT-4 / BioT5 read the formula from the prompt',
+                           note='not the method under test: it reads the target formula and pays oracle calls to '
+                                'rank its own edits')
     probe = res.get('llm')
     if probe and 'skipped' not in probe:
         report.add_finding('local Gemma 3 270M as MolLEO crossover on QED: valid proposals, fallback, improved parent',
@@ -1266,7 +1316,8 @@ def _findings(report: Report, res: dict):
 
 PAPER_ISOMERS = {'isomers_c9h10n2o2pf2cl': 'budget 10,000: Graph GA 0.719, MolLEO (GPT-4 / BioT5) about 0.87 '
                                             '(as the research note quotes the paper)'}
-EDITOR_NAMES = {'formula_expert': 'formula expert', 'random_pool': 'random pool molecules, ablation',
+EDITOR_NAMES = {'formula_expert': 'formula expert, diagnostic', 'random_pool': 'random pool molecules, ablation',
+                'blind_mutation': 'random Graph GA mutations, null',
                 'selfies_lm': 'SELFIES GRU', 'graph_ga': 'Graph GA operators', 'chat': 'chat model'}
 
 
@@ -1304,8 +1355,9 @@ def _figures(report: Report, res: dict):
 
 
 def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=None, device='cpu') -> Report:
-    """Graph GA, MolLEO (formula expert; SELFIES GRU) and random sampling at equal oracle budget on the preset's PMO
-    tasks; `data` a SMILES pool file (default ZINC-250k); `ablate`: the expert replaced by random pool molecules."""
+    """Graph GA, MolLEO (SELFIES GRU; blind mutations; formula expert as diagnostic) and random sampling at equal
+    oracle budget on the preset's PMO tasks; `data` a SMILES pool file (default ZINC-250k); `ablate`: the LM editor
+    replaced by random pool molecules."""
     with Report.run('molleo', preset, seed, ablate, device, threads=1) as report:
         res = _run(preset, seed, ablate, data)
         report.meta['data'] = res['pool']                  # ZINC-250k, or the fallback pool (also logged)
@@ -1316,7 +1368,17 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/16_molleo.ipynb #b8d6e4a9
+# %% ../nbs/16_molleo.ipynb #cc9a9d98
+SCORECARD = dict(status='NOT REPRODUCED',
+                 headline='MolLEO with a language-model editor (SELFIES GRU trained on ZINC, offline stand-in for BioT5) beats Graph GA at equal oracle budget',
+                 metric='top-10 AUC, MolLEO - Graph GA, mean over 4 RDKit PMO tasks, budget 1,000 (holds at 0.02)',
+                 seeds=(-0.0073, 0.0206, 0.0104),
+                 paper='MolLEO (BioT5) about 0.87 vs Graph GA 0.719 on isomers C9H10N2O2PF2Cl, budget 10,000 (as quoted)',
+                 null='same MolLEO loop, edits = random Graph GA mutations (picked blind)',
+                 null_seeds=(0.0454, 0.0408, 0.0302),
+                 note='the blind-mutation null beats the LM editor on every seed: the loop, not the LM, carries the gain; no instruction-following chemistry LM runs offline here')
+
+# %% ../nbs/16_molleo.ipynb #3a6706ac
 def molecule_grid_figure(molecules: list, title: str = 'best molecules'):
     "Up to six molecules (from `draw_coords`) in a 2 x 3 grid: bonds as lines, heteroatoms as symbols, score above."
     import plotly.graph_objects as go

@@ -313,3 +313,56 @@ def test_load_volume_bad_files(tmp_path):
     with pytest.raises(ValueError, match='trunc.npz'): agq.load_em_volume(trunc)
     flt = tmp_path / 'flt.npz'; np.savez(flt, raw=raw, labels=labels + 0.5)
     with pytest.raises(ValueError, match='integer'): agq.load_em_volume(flt)
+
+
+def test_hdf5_loader_cremi_and_ac_layouts(tmp_path):
+    "Issue 42: the real volumes ship as HDF5 (CREMI: one file; AC3/AC4: inputs and labels files at `main`)."
+    h5py = pytest.importorskip('h5py')
+    raw, labels, _ = agq.make_em_volume((4, 16, 16), seed=0)
+    cremi = tmp_path / 'sample_A_20160501.hdf'
+    ids = np.where(labels == labels.max(), 2 ** 64 - 1, labels).astype(np.uint64)    # CREMI's "no label"
+    with h5py.File(cremi, 'w') as f:
+        f['volumes/raw'] = (raw * 255).astype(np.uint8)
+        f['volumes/labels/neuron_ids'] = ids
+        f['volumes/raw'].attrs['resolution'] = (40.0, 4.0, 4.0)
+    r, l = agq.load_em_hdf5(cremi)
+    assert r.dtype == np.float32 and l.dtype == np.int64 and r.shape == raw.shape
+    np.testing.assert_array_equal(l, np.where(labels == labels.max(), 0, labels))
+    inputs, lab = tmp_path / 'AC4_train_inputs.h5', tmp_path / 'AC4_train_labels.h5'
+    with h5py.File(inputs, 'w') as f: f['main'] = (raw * 255).astype(np.uint8)
+    with h5py.File(lab, 'w') as f: f['main'] = labels.astype(np.uint32)
+    np.testing.assert_array_equal(agq.load_em_hdf5(inputs, lab)[1], labels)
+    with pytest.raises(ValueError, match='sample_A_20160501.hdf'): agq.load_em_hdf5(cremi, raw_key='nope')
+    with h5py.File(lab, 'w') as f: f['main'] = labels[:, :8].astype(np.uint32)
+    with pytest.raises(ValueError, match='differ in shape'): agq.load_em_hdf5(inputs, lab)
+    bad = tmp_path / 'bad.h5'; bad.write_bytes(b'not hdf5')
+    with pytest.raises(ValueError, match='bad.h5'): agq.load_em_hdf5(bad)
+
+
+def test_missing_optional_dependency_names_the_extra():
+    "Issue 46: the pipelines' optional libraries (scikit-image, waterz, h5py) fail with the extra to install."
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[agq\]'"): agq._peer('no_such_module_for_agq')
+
+
+def test_nulls_on_exact_affinities(volume):
+    "The full-volume nulls: grown seeds and per-block watershed recover the labels from exact affinities."
+    if not (_has('waterz') and _has('skimage')): pytest.skip('waterz and scikit-image needed')
+    raw, labels, _ = volume
+    aff = agq.seg_to_affinity(labels).astype(np.float32)
+    assert sum(agq.voi(labels, agq.blockwise_watershed(aff, (3, 16, 16)))) < 0.05
+    g = agq.grown_seeds(aff, 0, (1.0, 1.0, 1.0))
+    assert g.shape == labels.shape and g.min() >= 1
+    assert agq.grown_seeds(np.zeros_like(aff), 0).max() == 1                 # no seed: one segment
+
+
+def test_test_data_held_out():
+    "Evaluation hygiene: no training patch is a held-out block, the tuning or the test volume (distinct seeds too)."
+    from iclr25_nb.core import overlap_count
+    c = agq.AGQConfig.quick(train_volumes=6, test_blocks=3, test_shape=(5, 48, 48))
+    d = agq.make_data(c, 0)
+    key = lambda a: np.ascontiguousarray(a).tobytes()
+    train = [r for r, _ in d['train']]
+    held = [agq.normalise(r) for r, _ in d['blocks']] + [agq.normalise(d[k][0])[:c.patch[0], :48, :48]
+                                                         for k in ('tune', 'test', 'val')]
+    assert overlap_count(train, held, key=key) == 0
+    assert overlap_count([l for _, l in d['train']], [agq.erode_labels(l, 1) for _, l in d['blocks']], key=key) == 0

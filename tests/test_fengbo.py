@@ -3,12 +3,13 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25_nb.fengbo import (BLADES, CAYLEY, CliffordConv3d, CliffordGroupNorm3d, CliffordSpectralConv3d, Fengbo,
-                              RealCNNFNO, clifford_fft, clifford_ifft, count_parameters, covariance_error, dual,
+from iclr25_nb.core import overlap_count
+from iclr25_nb.fengbo import (BLADES, CAYLEY, MIXING, CliffordConv3d, CliffordGroupNorm3d, CliffordSpectralConv3d,
+                              FNO3d, Fengbo, RealCNNFNO, UNet3d, build_model, captured_inputs, clifford_fft, clifford_ifft, count_parameters, covariance_error, dual,
                               ellipsoid_flow, embed_grade, fibonacci_sphere, geometric_product, grade,
                               make_ellipsoid_dataset, make_experiment, multivector_kernel, random_rotation,
                               rankine_flow, rankine_half_length, reverse, rotate_field, sphere_flow,
-                              versor_matrix, voxelize)
+                              sphere_closed_form, free_stream, rel_l2, versor_matrix, voxelize)
 
 E = torch.eye(8, dtype=torch.float64)
 
@@ -108,6 +109,36 @@ def test_conv_rotation_covariance_and_the_blade_control():
     g = torch.linspace(-1, 1, M, dtype=torch.float64)
     pos = embed_grade(torch.stack(torch.meshgrid(g, g, g, indexing='ij'), -1), 1)
     torch.testing.assert_close(rotate_field(pos), pos)                # f(r) = r is invariant
+
+
+def test_untrained_fengbo_convs_are_rotation_covariant_and_the_ablation_is_not():
+    "Covariance is an identity of the geometric product: an untrained network meets it (a test, not a claim)."
+    torch.manual_seed(6)
+    d = make_ellipsoid_dataset(1, grid=8, seed=3, surface_points=300)
+    inputs = tuple(d[k].double() for k in ('x_p', 'x_u', 'mask_s', 'mask_u'))
+    for product, bound in (('clifford', 1e-10), ('real', None)):
+        model = Fengbo(**{**Fengbo.config('small'), 'modes': 2}, product=product).double()
+        errs = [covariance_error(m, x) for _, m, x in captured_inputs(model, inputs)]
+        assert len(errs) == 16
+        if bound: assert max(errs) < bound
+        else: assert min(errs) > 0.05                                  # the generic mixing is no geometric product
+
+
+def test_ablation_keeps_inputs_and_parameters():
+    "The ablation's generic mixing: same parameter count, every input blade reaches every output blade."
+    arch = {**Fengbo.config('small'), 'modes': 2}
+    assert count_parameters(Fengbo(**arch, product='real')) == count_parameters(Fengbo(**arch))
+    w = torch.randn(8, 1, 1, dtype=torch.float64)
+    K = multivector_kernel(w, 'real')
+    assert torch.all(K.abs() > 0)                                      # dense 8x8 block: no blade is cut off
+    torch.testing.assert_close(MIXING.pow(2).sum(1).mean(), torch.tensor(1.0, dtype=torch.float64), atol=0.3, rtol=0)
+    # the pressure output (grade 0) depends on the position and normal blades of x_p under the ablation
+    d = make_ellipsoid_dataset(1, grid=8, seed=4, surface_points=300)
+    model = Fengbo(**arch, product='real')
+    x_p = d['x_p'].clone().requires_grad_(True)
+    p, _ = model(x_p, d['x_u'], d['mask_s'], d['mask_u'])
+    p.sum().backward()
+    assert x_p.grad[..., 1:7].abs().sum() > 0
 
 
 def test_group_norm_whitens():
@@ -213,6 +244,41 @@ def test_rankine_ovoid_streamfunction_divergence_gradient_and_stagnation():
     h = 1e-4
     div = sum((at(X + h * np.eye(3)[i], 'u')[:, i] - at(X - h * np.eye(3)[i], 'u')[:, i]) / (2 * h) for i in range(3))
     assert np.abs(div).max() < 1e-4
+
+
+def test_rivals_are_parameter_matched_and_masked():
+    small = Fengbo.config('small')
+    n = count_parameters(small)
+    d = make_ellipsoid_dataset(2, grid=8, seed=0, surface_points=300)
+    for name in ('real', 'unet', 'fno'):
+        model = build_model(name, n, **{**small, 'modes': 2})
+        p, u = model(d['x_p'], d['x_u'], d['mask_s'], d['mask_u'])
+        assert p.shape == (2, 8, 8, 8) and u.shape == (2, 8, 8, 8, 3)
+        assert torch.all(p[d['mask_s'] == 0] == 0) and torch.all(u[d['mask_u'] == 0] == 0)
+    for cls in (UNet3d, FNO3d):
+        assert 0.85 < count_parameters(cls.matching(n)) / n < 1.15
+
+
+def test_sphere_null_is_exact_on_spheres_and_free_stream_scores_one():
+    d = make_ellipsoid_dataset(3, grid=12, seed=1, aspect=(1.0, 1.0), surface_points=800)
+    inputs = (d['x_p'], d['x_u'], d['mask_s'], d['mask_u'])
+    p, u = sphere_closed_form(*inputs)
+    torch.testing.assert_close(p, d['p'], atol=1e-5, rtol=0)         # the closed form is the sphere's exact Cp
+    torch.testing.assert_close(rel_l2(free_stream(*inputs)[0], d['p']), torch.ones(3))
+
+
+def test_held_out_shapes():
+    "Train, validation, test and unseen-aspect shapes never coincide (core.overlap_count == 0)."
+    exp = make_experiment('quick', seed=0, grid=8, modes=2, n_train=32, n_val=8, n_test=8, n_ood=8, steps=1,
+                          surface_points=100, query_fraction=0.2, models=('fengbo',), lrs=(1e-3,))
+    key = lambda a: tuple(np.round(np.asarray(a), 8).ravel())
+    shape = lambda s: [key(np.concatenate([a.numpy().ravel(), r.numpy().ravel()]))
+                       for a, r in zip(exp.data[s]['axes'], exp.data[s]['rotation'])]
+    train = shape('train')
+    for split in ('val', 'test', 'ood'):
+        assert overlap_count(train, shape(split)) == 0
+        assert overlap_count(exp.data['train']['x_p'], exp.data[split]['x_p'], key=lambda t: key(t)) == 0
+    assert overlap_count(shape('val'), shape('test')) == 0
 
 
 def test_voxelize_keeps_points_in_their_voxels():

@@ -241,3 +241,113 @@ def test_per_subject_calibration_responds_to_snr_and_matches_reproduce_setup():
     assert set(hi) == {0} and len(hi[0]['per_subject']) == 2 and len(hi[0]['raw_probe']) == 2
     assert np.mean(hi[0]['raw_probe']) >= np.mean(lo[0]['raw_probe']) + 0.3   # the SNR knob sets how hard it is
     assert hi == H.per_subject_calibration(seeds=(0,), snr=(50.0, 50.0), resp_frac=(0.5, 0.5), **kw)   # seeded
+
+
+# -- Claims v3: held-out test trials, claims as declared, nulls, fair tuning, optional scikit-learn -----------------
+
+def test_test_trials_are_held_out():
+    "No test trial (nor its syllable-tone-repetition) occurs in training or validation, for every subject."
+    from iclr25_nb.core import overlap_count
+    c = H.H2DiLRConfig.quick()
+    gen = H.SyntheticSEEG(c.n_subjects, c.n_syllables, c.n_reps, c.channels, n_time=c.n_time, snr_range=c.snr,
+                          resp_frac_range=c.resp_frac, private_scale=c.private_scale, seed=0)
+    data = H.subject_data(gen)
+    tone, syl, rep = gen.design()
+    for m in range(gen.n_subjects):
+        X, Xv, Xt = data['train'][0][m], data['val'][0][m], data['test'][0][m]
+        assert overlap_count(X, Xt) == 0 and overlap_count(Xv, Xt) == 0 and overlap_count(X, Xv) == 0
+        sp = gen.split(m)
+        keys = lambda idx: list(zip(tone[idx], syl[idx], rep[idx]))
+        assert overlap_count(keys(sp['train']), keys(sp['test'])) == 0
+        assert len(Xt) == c.n_syllables * 4                                     # one repetition of every pair
+
+
+def test_private_codes_identify_the_subject_by_construction():
+    "Each subject's private tokens are codes of its own private codebook, which no other subject uses: a lookup of "
+    "which codebook holds a private token names its subject every time (why this is a test, not a claim)."
+    g = H.SyntheticSEEG(n_subjects=3, n_syllables=2, n_reps=3, channels_range=(4, 8), n_time=16, seed=0)
+    data = H.subject_data(g)
+    torch.manual_seed(0)
+    model = H.H2DiLR(g.channels, D=4, shared_K=8, private_K=4)
+    model.fit_stage1(data['train'][0], steps=5, batch=8)
+    books = [q.codebook.detach() for q in model.codebook.privates]
+    for m, X in enumerate(data['test'][0]):
+        tok = model.tokens(X, m)['private'].reshape(-1, 4)
+        d2 = torch.stack([((tok[:, None] - b[None]) ** 2).sum(-1).min(1).values for b in books])   # exact
+        owner = d2.argmin(0)
+        assert torch.equal(owner, torch.full_like(owner, m))
+        assert d2[m].max() < 1e-10 and all(d2[k].min() > 1e-6 for k in range(len(books)) if k != m)
+
+
+def test_missing_sklearn_names_the_extra(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, 'sklearn', None)
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[h2dilr\]'"):
+        H.probe(np.zeros((4, 2)), [0, 1, 0, 1], np.zeros((2, 2)), [0, 1])
+    with pytest.raises(ImportError, match=r"pip install 'iclr25_nb\[h2dilr\]'"):
+        H.reproduce('quick', seed=0)                                          # before any training
+
+
+def test_nulls_majority_and_lookup():
+    assert H.majority_class([1, 1, 2], [1, 2, 2, 1]) == 0.5
+    X = torch.randn(12, 3, 8); y = torch.arange(12) % 4
+    assert H.nearest_trial_lookup(X, y, X.clone(), y) == 1.0
+    assert H.nearest_trial_lookup(X, y, X.clone(), (y + 1) % 4) == 0.0
+
+
+def test_fit_tuned_starts_every_lr_from_the_same_weights_and_keeps_the_best():
+    torch.manual_seed(0)
+    X = torch.randn(32, 2, 16); y = (X[:, 0].mean(1) > 0).long()
+    inits = []
+
+    def make():
+        net = H.PerSubjectDecoder(2, D=4)
+        inits.append(next(net.parameters()).detach().clone())
+        return net
+    net, lr, score = H.fit_tuned(make, [X], [y], ([X], [y]), steps=4, grid=(1e-3, 3e-3), batch=8, eval_every=2)
+    assert len(inits) == 2 and torch.equal(inits[0], inits[1]) and lr in (1e-3, 3e-3)
+    assert score == H.accuracy(net, X, y)
+
+
+def test_tune_stage2_leaves_stage1_alone_and_returns_a_grid_lr():
+    g = H.SyntheticSEEG(n_subjects=2, n_syllables=2, n_reps=3, channels_range=(4, 6), n_time=16, seed=0)
+    data = H.subject_data(g)
+    model = H.H2DiLR(g.channels, D=4, shared_K=8, private_K=4)
+    model.fit_stage1(data['train'][0], steps=2, batch=8)
+    before = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith('transformer')}
+    lr, score = H.tune_stage2(model, *data['train'], data['val'], steps=4, batch=8, eval_every=2)
+    assert lr in H.LR_GRID and 0 <= score <= 1
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    acc = float(np.mean([float((model.predict(X, m) == y).float().mean()) for m, (X, y) in enumerate(zip(*data['val']))]))
+    assert acc == score                                                    # the model ends at the kept transformer
+
+
+def _fake_run(private=True):
+    return {'config': H.H2DiLRConfig(private=private), 'h2dilr': [0.3] * 4, 'all_shared': [0.35] * 4,
+            'per_subject': [0.5] * 4, 'two_stage_per_subject': [0.3] * 4, 'continuous': [0.37] * 4,
+            'separate_on_codes': [0.33] * 4, 'raw_probe': [0.6] * 4, 'sweep': {1: [0.3], 4: [0.3] * 4},
+            'nulls': {'majority class': [0.25] * 4, 'lookup: nearest training trial': [0.28] * 4},
+            'probes': dict(tone_shared=0.3, tone_private=0.3, subject_shared=0.97, subject_private=1.0,
+                           tone_encoder=0.35),
+            'probes_all_shared': dict(tone_shared=0.3, tone_private=0.3, subject_shared=0.9, subject_private=0.9)}
+
+
+def test_claims_v3_shape():
+    "Two headlines (the paper's comparison) with the null ladder, declared NOT REPRODUCED, thresholds set before."
+    from iclr25_nb.core import Report, check_report, scorecard_status
+    rep = Report('h2dilr', meta={'claims': 'v3'})
+    H._claims(rep, _fake_run())
+    heads = rep.headlines
+    assert [c.kind for c in rep.claims[:2]] == ['headline', 'headline'] and len(heads) == 2
+    assert abs(heads[0].measured - (0.3 - 0.5)) < 1e-12 and heads[0].control['measured'] == 0.5
+    assert {n['name']: round(n['measured'], 6) for n in heads[0].nulls} == {'majority class': -0.25,
+                                                                            'lookup: nearest training trial': -0.22}
+    assert all(c.set == 'before' and not c.reproduced for c in rep.claims)
+    assert check_report(rep) == [] and scorecard_status(rep) == 'NOT REPRODUCED'
+    assert 'private' not in ' '.join(c.statement for c in rep.claims if c.kind == 'sanity')   # now a test
+
+
+def test_ablation_switches_off_only_the_private_codebooks():
+    a, b = H.H2DiLRConfig.preset('quick'), H.H2DiLRConfig.preset('quick', private=False)
+    diff = {k for k in vars(a) if getattr(a, k) != getattr(b, k)}
+    assert diff == {'private'}

@@ -227,6 +227,7 @@ def test_experiment_config_bad_input_and_data():
     with pytest.raises(ValueError, match='band'): L.make_experiment('quick', band=(10.0, 6.0))
     with pytest.raises(ValueError, match='mu_min'): L.make_experiment('quick', mu0=0.01, mu_min=0.1)
     with pytest.raises(ValueError, match='methods'): L.make_experiment('quick', methods=('ppo',))
+    with pytest.raises(ValueError, match='dual_grid'): L.make_experiment('quick', dual_grid=(0.1, 0.1))
     with pytest.raises(ValueError, match='data'): L.reproduce(data='ultrachat.json')
 
 
@@ -289,7 +290,8 @@ def test_load_text_missing_and_folder_and_line_endings(tmp_path):
 def test_text_task_bad_input(tmp_path):
     with pytest.raises(ValueError, match='at least 2'): L.TextTask('x' * 500, context_len=8, max_len=48)
     with pytest.raises(ValueError, match='context_len'): L.TextTask('ab\ncd\n', context_len=0)
-    task = L.TextTask('ab\ncd\nef\n' * 10, context_len=4, max_len=8)
+    with pytest.raises(ValueError, match='repetitive'): L.TextTask('ab\ncd\nef\n' * 10, context_len=4, max_len=8)
+    task = L.TextTask(''.join(f'ab{i}\ncd\n' for i in range(10)), context_len=4, max_len=8)
     with pytest.raises(ValueError, match='split'): task.sample(2, np.random.default_rng(0), split='test')
     with pytest.raises(ValueError, match='vocabulary'): task.vocab.encode('Q')
     with pytest.raises(ValueError, match='data_path'): L.make_experiment('quick', data_path='')
@@ -302,7 +304,7 @@ def test_text_task_bad_input(tmp_path):
 
 
 def test_text_reward_is_the_end_punctuation_indicator():
-    task = L.TextTask('Speak, speak.\nAll:\nno end here\nWhy?\n' * 5, context_len=4, max_len=20)
+    task = L.TextTask('Speak, speak.\nAll:\nno end here\nWhy?\n' * 5 + 'the very end.\n', context_len=4, max_len=20)
     lines = ['Speak, speak.', 'All:', 'no end here', 'Why?', '']
     ids = [task.vocab.encode(x) for x in lines]
     resp = torch.zeros(len(lines), 21, dtype=torch.long)
@@ -316,7 +318,7 @@ def test_two_constraints_on_text_give_three_multipliers(tmp_path):
     ok = tmp_path / 'lines.txt'
     ok.write_text(''.join(f'line {i}{"." if i % 3 else ""}\n' for i in range(200)), encoding='utf-8')
     exp = L.make_experiment('quick', seed=0, data_path=str(ok), pretrain_steps=2, steps=2, methods=('l3m', 'dual'),
-                            band=(2.0, 6.0), reward_min=0.5, max_len=12, context_len=4, d=8, hidden=8, prompts=2,
+                            dual_grid=(0.1,), band=(2.0, 6.0), reward_min=0.5, max_len=12, context_len=4, d=8, hidden=8, prompts=2,
                             k_samples=2, sft_batch=4, eval_samples=16, n_heldout=16)
     hist = exp.run()
     assert all(h[f'lam_{s}_l3m'] >= 0 for h in hist[2:] for s in ('hi', 'lo', 'rw'))
@@ -337,3 +339,86 @@ def test_experiment_on_a_small_text_file(tmp_path):
     ev = exp.evaluate()
     assert math.isfinite(ev['nll_l3m']) and 0 <= ev['len_l3m'] <= 48
     assert len(exp.snapshot()['sample_lengths']['l3m']) == len(exp.snapshot()['samples']['l3m'])
+
+
+# -- identities that were claims (they hold by construction) ----------------------------------------------------
+def test_bandit_identities_gap_multiplier_error_and_inactive_ratio():
+    "The exact testbed: gap to the optimum <= 1e-3 nats, multiplier error <= 5%, inactive / active multiplier <= 1e-3."
+    b = L.CategoricalBandit.default()
+    kkt = b.kkt_solution()
+    sol = L.solve_bandit(b, L.L3MObjective(b.task_loss, b.constraint, L.MuSchedule(1.0, 1e-4, steps=9)))
+    assert abs(sol['H'] - kkt['H']) <= 1e-3
+    assert abs(sol['weights'][0] - kkt['lam'][0]) / kkt['lam'][0] <= 0.05
+    assert sol['weights'][1] / sol['weights'][0] <= 1e-3
+    off = L.solve_bandit(b, L.L3MObjective(b.task_loss, b.constraint, L.MuSchedule(1.0, 1e-4, steps=9), barrier=False))
+    assert abs(off['H'] - kkt['H']) > 0.5                                  # the ablation: the unconstrained optimum
+
+
+def test_implied_multipliers_satisfy_perturbed_complementary_slackness():
+    "On the log branch lambda_i (-C_i) = mu: an inactive constraint (large slack) gets a multiplier that vanishes with mu."
+    obj = L.L3MObjective(None, L.length_band(6, 10), L.MuSchedule(1.0, 0.01, steps=11))
+    C = torch.tensor([-0.05, -0.35], dtype=torch.float64)                  # upper nearly active, lower inactive
+    for t in (0, 5, 10):
+        lam = obj.multipliers(C, t)
+        mu = obj.mu(t)
+        if mu ** 2 < 0.05: assert torch.allclose(lam * -C, torch.full_like(C, mu))
+        assert lam[1] / lam[0] == pytest.approx(0.05 / 0.35) or mu ** 2 >= 0.05
+
+
+# -- held-out evaluation ----------------------------------------------------------------------------------------
+def test_synthetic_heldout_pairs_never_occur_in_training():
+    from iclr25_nb.core import overlap_count
+    task = L.SyntheticInstructionTask()
+    keys = lambda p, r: [tuple(a) + tuple(b) for a, b in zip(p.tolist(), r.tolist())]
+    train = task.sample(20000, np.random.default_rng(0))
+    held = task.sample(1000, np.random.default_rng(1), split='heldout')
+    assert overlap_count(keys(*train[:2]), keys(*held[:2])) == 0
+    assert task.pair_is_heldout(*held[:2]).all() and not task.pair_is_heldout(*train[:2]).any()
+    exp = L.make_experiment('quick', seed=0, n_heldout=64, eval_samples=16)
+    assert task.pair_is_heldout(exp.heldout[0].cpu(), exp.heldout[1].cpu()).all()
+
+
+def test_text_heldout_passages_never_occur_in_training(shared_data):
+    from iclr25_nb.core import overlap_count
+    path = shared_data / 'text' / 'tinyshakespeare.txt'
+    if not path.exists(): pytest.skip(f'no {path}')
+    task = L.TextTask(L.load_text(path), context_len=32, max_len=48)
+    train = [task.pair_key(i) for i in range(task.n_train)]
+    held = [task.pair_key(i) for i in range(task.n_train, len(task.starts))]
+    assert len(held) > 1000 and overlap_count(train, held) == 0
+    pr, rs, ln = task.sample(300, np.random.default_rng(0), split='heldout')
+    keys = {task.pair_key(i) for i in range(task.n_train, len(task.starts))}
+    ids = lambda p, r, n: np.r_[p[1:-1].numpy(), r[:n].numpy()].astype(task.ids.dtype).tobytes()
+    assert all(ids(p, r, n) in keys for p, r, n in zip(pr, rs, ln))
+
+
+# -- the comparison at matched slack, the nulls -------------------------------------------------------------------
+def test_merit_slack_and_the_rivals_envelope():
+    ev = {'nll_sft': 2.0, 'len_sft': 17.0, 'violation_sft': 7.0}
+    for n, (nll, ln) in {'a': (2.04, 9.8), 'b': (2.10, 8.5), 'c': (2.20, 7.5), 'x': (2.01, 11.0)}.items():
+        ev.update({f'nll_{n}': nll, f'len_{n}': ln, f'violation_{n}': max(0.0, ln - 10, 6 - ln)})
+    assert L.slack(ev, 'x', (6, 10)) == pytest.approx(-1.0) and L.merit(ev, 'x', 0.2) == pytest.approx(0.21)
+    pts = [(L.slack(ev, n, (6, 10)), L.merit(ev, n, 0.2)) for n in 'abcx']
+    # the envelope is non-decreasing in slack; at a run's own slack it is that run's merit when it is efficient
+    assert L.rival_cost_at_slack(pts, 0.2) == pytest.approx(0.04)
+    assert L.rival_cost_at_slack(pts, 2.5) == pytest.approx(0.20) and L.rival_cost_at_slack(pts, 9.0) == pytest.approx(0.2)
+    assert L.rival_cost_at_slack(pts, -5) == pytest.approx(0.04)           # flat below: the cheapest run with more slack
+    assert L.matched_slack_ratio(ev, 'a', list('abcx'), (6, 10), 0.2) == pytest.approx(1.0)
+    assert L.matched_slack_ratio(ev, 'sft', list('abc'), (6, 10), 0.2) == pytest.approx(1.4 / 0.04)
+    ev.update(nll_z=2.0, len_z=9.0, violation_z=0.0)                         # free: floored denominator, ratio 0
+    assert L.matched_slack_ratio(ev, 'z', list('abc'), (6, 10), 0.2) == 0.0
+    assert L.rivals(['sft', 'l3m', 'fixed_1', 'dual_0.1']) == ['fixed_1', 'dual_0.1']
+    assert L.blind_fixed(['fixed_10', 'fixed_0.3', 'fixed_3', 'fixed_1']) == 'fixed_1'
+    with pytest.raises(ValueError, match='no rival'): L.rival_cost_at_slack([], 0.0)
+
+
+def test_eos_bias_shortens_samples_and_is_restored():
+    task = L.SyntheticInstructionTask()
+    torch.manual_seed(0)
+    lm = L.TinyLM(task.vocab_size)
+    pr = task.sample(128, np.random.default_rng(0))[0]
+    b = L.fit_eos_bias(lm, pr, 6.0, 40, torch.Generator().manual_seed(0))
+    assert lm.eos_bias == 0.0 and b > 0
+    lm.eos_bias = b
+    assert abs(float(lm.sample(pr, 40, torch.Generator().manual_seed(1))[1].double().mean()) - 6.0) < 1.5
+    with pytest.raises(ValueError, match='target'): L.fit_eos_bias(lm, pr, 50.0, 40)

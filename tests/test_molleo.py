@@ -217,15 +217,34 @@ def test_invalid_editor_proposals_fall_back_without_crashing(zinc, mode):
     assert all(Chem.MolFromSmiles(m) is not None for m in s.population)
 
 
-def test_formula_expert_approaches_the_formula_without_oracle_calls():
+def test_formula_expert_pays_for_every_objective_call():
     t = M.task('isomers_c9h10n2o2pf2cl')
     rng = np.random.default_rng(0)
     calls = []
     t_counted = M.Task(t.name, lambda m: calls.append(1) or t.score(m), t.description, t.formula)
-    ed, s = M.FormulaExpertEditor(), 'CC(=O)Nc1ccc(O)cc1'
+    oracle = M.Oracle('qed', budget=2000)
+    oracle.task = t_counted
+    ed, s = M.FormulaExpertEditor(oracle=oracle), 'CC(=O)Nc1ccc(O)cc1'
     start = t.score(Chem.MolFromSmiles(s))
     for _ in range(10): s = ed.edit([(s, 0.0)], t_counted, rng) or s
-    assert not calls and t.score(Chem.MolFromSmiles(s)) > start + 0.3
+    assert t.score(Chem.MolFromSmiles(s)) > start + 0.3
+    assert len(calls) == oracle.calls > 10          # every evaluation of the objective went through the budget
+    assert M.FormulaExpertEditor().edit([(s, 0.0)], t, rng) is None     # without an oracle it refuses
+
+
+def test_every_objective_call_of_a_molleo_run_is_charged():
+    """Count every evaluation of the task's objective during whole runs (expert, SELFIES LM, Graph GA): each one is
+    an entry of the oracle's history, and the history never exceeds the budget."""
+    pool = M.load_pool()[:3000]
+    lm, _ = M.train_selfies_lm(pool[:1000], steps=20, seed=0)
+    for editor in (M.FormulaExpertEditor(), M.SelfiesLMEditor(lm), None):
+        t = M.task('isomers_c9h10n2o2pf2cl')
+        calls = []
+        oracle = M.Oracle(t.name, budget=300)
+        oracle.task = M.Task(t.name, lambda m: calls.append(1) or t.score(m), t.description, t.formula)
+        s = M.run_ga(oracle, editor, pool, mu=30, lam=20, bin_size=30, seed=0)
+        assert len(calls) == oracle.calls <= 300, (editor, len(calls), oracle.calls)
+        assert s.generation > 0
 
 
 def test_prompt_holds_parents_scores_and_task_text():
@@ -365,3 +384,18 @@ def test_pool_fallback_is_logged(monkeypatch, caplog):
     path, source = M.pool_source()
     assert path.name == 'first_5K.smi' and 'not found' in source
     assert 'iclr25 data get zinc' in caplog.text
+
+
+def test_headline_is_the_lm_editor_against_graph_ga_with_three_nulls():
+    from iclr25_nb.core import Report, claim_problems
+    run = lambda auc: {'auc': auc, 'calls': 1000, 'monotone': True, 'valid': True}
+    res = {'budget': 1000, 'initial': {'a': 0.3, 'b': 0.2},
+           'tasks': {'a': {'graph_ga': run(0.6), 'selfies_lm': run(0.7), 'blind_ops': run(0.62), 'random': run(0.4)},
+                     'b': {'graph_ga': run(0.5), 'selfies_lm': run(0.5), 'blind_ops': run(0.5), 'random': run(0.3)}}}
+    r = Report('molleo')
+    M._claims(r, res)
+    head = r.claims[0]
+    assert head.kind == 'headline' and abs(head.measured - 0.05) < 1e-12 and head.set == 'before'
+    assert {n['name']: round(n['measured'], 6) for n in head.nulls} == {
+        M.NULL_NAMES['blind_ops']: 0.01, M.NULL_NAMES['random']: -0.2, M.NULL_NAMES['initial']: -0.3}
+    assert not claim_problems(head)

@@ -9,7 +9,9 @@ from iclr25_nb.threedpc import (BALL_R, EMPTY_BOX, K_MAX, OFFICIAL_FILES, PALETT
                                 camera_rays, chance_bound, depth_order, linear_probe, load_model_outputs,
                                 load_official, make_dataset, make_experiment, noise_floor, official_analysis,
                                 oracle_accuracy, orbit_cameras, project, render, sample_scene, stack_scenes, trace,
-                                viewer_sees_ball)
+                                viewer_sees_ball, strategy_analysis, clopper_pearson, cue_nulls, split_by_setting,
+                                cue_features, REAL_STRATEGY_GAP_MIN, SYN_CUE_MAX)
+from iclr25_nb.core import overlap_count
 
 
 @pytest.fixture(scope='module')
@@ -41,6 +43,32 @@ def test_real_files_load_and_agree(folder):
     r = official_analysis(out)
     assert abs(r['depth_linear_probe_median'] - 58 / 94) < 1e-9          # 61.7% on the human subset
     assert r['depth_linear_probe_above_chance'] > 0.6 > 0.1 > r['vpt_linear_probe_above_chance']
+
+
+def test_vpt_strategy_central_finding(folder):
+    "Issue 42: the paper's central finding on the authors' VPT-Strategy outputs, with its nulls and intervals."
+    out = load_official(folder)
+    st = out['vpt_strategy', 'finetune_full']
+    assert st.logits.shape == (100, 317) and st.labels.mean() == 0.5 and (st.human == st.labels).mean() == 0.87
+    sa = strategy_analysis(out)
+    assert abs(sa['basic_median_all'] - 0.649) < 1e-3 and abs(sa['strategy_median_all'] - 0.52) < 1e-9
+    assert all(0.89 <= b <= 0.93 for b in sa['top_basic']) and all(0.54 <= t <= 0.62 for t in sa['top_test'])
+    assert sa['gap'] >= REAL_STRATEGY_GAP_MIN > max(sa['nulls'].values())
+    assert strategy_analysis(out, strategy=False)['gap'] < 0               # the ablation: on VPT-basic, no gap
+    # held out: no VPT-Strategy image is one of the VPT-basic test images the models were ranked on
+    assert overlap_count(out['vpt', 'finetune_full'].images, st.images) == 0
+    stats = pytest.importorskip('scipy.stats')
+    ci = stats.binomtest(87, 100).proportion_ci(0.95, method='exact')
+    np.testing.assert_allclose(clopper_pearson(87, 100), (ci.low, ci.high), atol=1e-9)
+
+
+def test_strategy_file_without_human_column_raises(folder, tmp_path):
+    text = (folder / OFFICIAL_FILES['vpt_strategy', 'finetune_full']).read_text()
+    path = tmp_path / 'Perspective_Results_view_exp_finetune_preds.csv'
+    path.write_text(text.replace('human_mode', 'humans', 1))
+    with pytest.raises(ValueError, match='humans'): load_model_outputs(path)
+    path.write_text(text.replace('\nbench_01_0038.png,1,1,', '\nbench_01_0038.png,1,2,', 1))
+    with pytest.raises(ValueError, match='0 or 1'): load_model_outputs(path)
 
 
 def test_shuffled_labels_put_the_real_models_at_chance(folder):
@@ -173,6 +201,29 @@ def test_balance_and_shortcut_features():
     X = np.c_[pb - pv, np.linalg.norm(pb - pv, axis=1), zb - zv, zb, pb, pv]     # 2D layout and size cues
     auc = cross_val_score(sk.LogisticRegression(max_iter=2000), X, p['labels'].numpy(), cv=5, scoring='roc_auc').mean()
     assert 0.35 < auc < 0.65, auc
+
+
+def test_the_2d_cues_no_longer_give_depth_away():
+    "Issue 42: on the grounded layout the height rule scored 0.97; the decorrelated generator puts every cue near chance."
+    g = make_dataset('depth', 150, 3, 16, seed=5, grounded=True, balance=False)
+    d = make_dataset('depth', 300, 3, 16, seed=5)
+    cues = lambda x: cue_nulls(x, split_by_setting(x['setting'], (0.5, 0.2), seed=5), epochs=30)
+    leak, now = cues(g), cues(d)
+    assert leak['height rule'] > 0.9 and leak['probe on the 2D cues'] > 0.9, leak
+    assert max(now.values()) <= SYN_CUE_MAX, now
+    yn, c = d['labels'].numpy() == 1, d['cues']
+    assert abs(((c[:, 6] < 0) == yn).mean() - 0.5) < 0.08                    # on all frames too
+    assert abs(((c[:, 7] < np.median(c[:, 7])) == yn).mean() - 0.5) < 0.08
+    np.testing.assert_allclose(cue_features(d['scenes'], d['setting'], d['cams'], 16), c)
+
+
+def test_test_settings_are_held_out():
+    exp = make_experiment('quick', n_settings=40, frames=2, res=16, probe_epochs=1, steps=3, ft_chunk=1)
+    for t, (tr, va, te) in exp.split.items():
+        d = exp.data[t]
+        assert overlap_count(d['setting'][tr], d['setting'][te]) == 0
+        assert overlap_count(d['setting'][va], d['setting'][te]) == 0
+        assert overlap_count(d['images'][torch.as_tensor(tr)], d['images'][torch.as_tensor(te)]) == 0
 
 
 # ---------------------------------------------------------------- probe

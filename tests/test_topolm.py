@@ -342,6 +342,34 @@ def test_reproduce_rejects_data_and_records_nulls():
         assert len(ev[f'null_dist_noun vs verb_{tag}']) == 20 and np.isfinite(ev[f'z_noun vs verb_{tag}'])
         assert np.isfinite(ev[f'moran_resp_randpos_{tag}'])
     assert ev['val_ce_init'] == pytest.approx(ev['val_ce_topo'])      # untrained: both models are at initialisation
+    for k in ('z_noun vs verb_init', 'z_noun vs verb_randpos'): assert np.isfinite(ev[k]), k   # the headline's nulls
+    assert ev['z_noun vs verb_init'] == pytest.approx(ev['z_noun vs verb_topo'])   # untrained TopoLM is its init
+
+
+def test_test_stimuli_are_held_out():
+    "No localizer or profile sentence occurs in the training stream, and the two splits share no sentence."
+    from iclr25_nb.core import overlap_count
+    e = T.make_experiment('quick', 0, **{**SMALL, 'corpus_tokens': 20_000, 'n_stimuli': 48})
+    train = e.grammar.sentences(e.train_ids.tolist())
+    loc, prof = e.test_sentences[:48], e.test_sentences[48:]
+    assert len(train) > 1000 and len(loc) == len(prof) == 48
+    assert overlap_count(train, e.test_sentences) == 0
+    assert overlap_count(loc, prof) == 0
+    # the exclusion is what keeps them out: a stream drawn without it does contain some of a large stimulus set
+    g = e.grammar
+    many = [tuple(x) for x in g.localizer_stimuli(2000, 5)['S']]
+    assert overlap_count(g.sentences(g.corpus(20_000, 0).tolist()), many) > 0
+    assert overlap_count(g.sentences(g.corpus(20_000, 0, exclude=many).tolist()), many) == 0
+
+
+def test_headline_nulls_shuffle_positions_and_profile_order():
+    resp, c = _smooth_sheet(shift=1.5)
+    moved = T.shuffle_positions(resp, seed=0)
+    assert T.response_morans_i(moved, c, 8) < 0.1 < 0.5 < T.response_morans_i(resp, c, 8)
+    assert T.profile_order_tau({'S': [3], 'W': [2.5], 'N': [1], 'J': [0.5]}) == 1.0
+    m = np.zeros((3, 20), bool); m[:, :4] = True
+    r = T.random_units(m, 0)
+    assert (r.sum(1) == 4).all() and not (r == m).all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
