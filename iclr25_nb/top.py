@@ -474,7 +474,7 @@ class ClusterGCN(FullBatch):
     def forward(self, model, i: int, return_hidden: bool = False):
         return model(self.A_BB[i], self.x_B[i], return_hidden=return_hidden), self.batches[i]
 
-# %% ../nbs/25_top.ipynb #65660f63
+# %% ../nbs/25_top.ipynb #5eb8af36
 @torch.no_grad()
 def build_basis(model_factory, A_hat: sp.csr_matrix, x, random_num: int = 2, max_blocks: int | None = None,
                 seed: int = 0) -> np.ndarray:
@@ -521,7 +521,7 @@ def official_basis(P: np.ndarray, rank: int, seed: int = 0) -> np.ndarray:
     Y = torch.from_numpy(P) @ torch.from_numpy(rng.standard_normal((P.shape[1], max(rank, P.shape[1]))))
     return np.ascontiguousarray(torch.linalg.qr(Y[:, :min(Y.shape)])[0].numpy())
 
-
+# %% ../nbs/25_top.ipynb #0f677796
 PINV_RTOL = 1e-3
 
 
@@ -534,7 +534,7 @@ def truncated_pinv(M: np.ndarray, rtol: float = PINV_RTOL) -> tuple[np.ndarray, 
     keep = s > max(rtol, 1e-15) * s[0] if s[0] > 0 else np.zeros_like(s, bool)
     return (Vt[keep].T / s[keep]) @ U[:, keep].T, int(keep.sum())
 
-
+# %% ../nbs/25_top.ipynb #b5a36199
 def basis_for_batches(P: np.ndarray, rank: int, min_batch: int, width_cap: float = 0.125, seed: int = 0) -> np.ndarray:
     """The official basis (`official_basis`) unless it is at least as wide as the smallest batch, where the anchors
     cannot pin down its codes (on CiteSeer it is square, so the compensation is exactly zero); then the dominant
@@ -543,7 +543,7 @@ def basis_for_batches(P: np.ndarray, rank: int, min_batch: int, width_cap: float
     if max(rank, P.shape[1]) < min_batch: return official_basis(P, rank, seed)
     return orthonormal_basis(P, max(1, int(width_cap * min_batch)), seed=seed)
 
-
+# %% ../nbs/25_top.ipynb #b8ae08b3
 def message_error(A_hat: sp.csr_matrix, Q: np.ndarray, batches, H: np.ndarray, inb_size: int = 256,
                   seed: int = 0, rtol: float = PINV_RTOL) -> np.ndarray:
     """Per batch: the relative error of the compensated out-of-batch message C_ob P_S^T H_S against the exact one
@@ -633,7 +633,7 @@ class ExactNeighbourhood(ClusterGCN):
     def forward(self, model, i: int, return_hidden: bool = False):
         return model(self.blocks[i], self.x_N[i], return_hidden=return_hidden), self.batches[i]
 
-
+# %% ../nbs/25_top.ipynb #77ab5857
 class GAS(ClusterGCN):
     """GAS (Fey et al. 2021, historical embeddings) on the same GCN and batches: layer l of batch B adds the
     out-of-batch message A_{B,N} Hbar^l_N of its 1-hop out-of-batch neighbours N, where Hbar^l is a history table of
@@ -672,7 +672,7 @@ class GAS(ClusterGCN):
             for h, new in zip(hist, hidden[:-1]): h[idx] = new.detach()
         return ((logits, hidden) if return_hidden else logits), self.batches[i]
 
-# %% ../nbs/25_top.ipynb #d7196ea3
+# %% ../nbs/25_top.ipynb #95bdbfb5
 @torch.no_grad()
 def embedding_error(model: nn.Module, method) -> list[float]:
     "Per-layer relative Frobenius error of `method`'s embeddings against full-batch inference, at fixed weights."
@@ -684,7 +684,7 @@ def embedding_error(model: nn.Module, method) -> list[float]:
     finally:
         model.train(was)
 
-# %% ../nbs/25_top.ipynb #25462d88
+# %% ../nbs/25_top.ipynb #33315072
 def train_epoch(model: nn.Module, opt, method, y: torch.Tensor, train: torch.Tensor, rng: np.random.Generator) -> float:
     "One epoch of `method` (a step per batch with training nodes); the mean training loss."
     model.train(); losses = []
@@ -707,7 +707,7 @@ def evaluate_method(model: nn.Module, method, y: torch.Tensor, masks: dict) -> d
     model.train(was)
     return {k: float((pred[m] == y[m]).float().mean()) for k, m in masks.items()}
 
-# %% ../nbs/25_top.ipynb #5d3be715
+# %% ../nbs/25_top.ipynb #285e23b3
 TRAINERS = ('full', 'cluster', 'gas', 'top', 'exact')
 LABELS = {'full': 'full-batch', 'cluster': 'Cluster-GCN', 'gas': 'GAS', 'top': 'TOP', 'exact': 'exact L-hop'}
 
@@ -914,7 +914,7 @@ def _layout(A: sp.coo_matrix, seed: int = 0, iters: int = 60) -> np.ndarray:
 
 make_experiment = TOPExperiment.from_preset
 
-# %% ../nbs/25_top.ipynb #d7f4acff
+# %% ../nbs/25_top.ipynb #d21d22a7
 # Claims v3 thresholds (issue 43), committed before seeds 0-2 of the protocol with GAS, the truncated pinv(Q_S) and
 # the width-capped basis. The headline is a positive margin: TOP at least one accuracy point above the BEST
 # mini-batch rival (Cluster-GCN or GAS, same GCN, batches, steps and tuning, all with full-graph inference).
@@ -1022,6 +1022,7 @@ def scaling_study(sizes=(2_000, 10_000, 50_000), batch_nodes: int = 500, layers:
                               min(len(b) for b in batches), seed=20_000 + seed)
         row['precompute_basis_s'] = time.perf_counter() - t0
         makers = {'full': lambda: FullBatch(A, g.x, device), 'cluster': lambda: ClusterGCN(A, g.x, sub, device),
+                  'gas': lambda: GAS(A, g.x, sub, device),
                   'top': lambda: TOP(A, g.x, sub, Q, inb_size, 30_000 + seed, compensation, device),
                   'exact': lambda: ExactNeighbourhood(A, g.x, sub, layers, device)}
         for k, make in makers.items():
@@ -1231,7 +1232,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES + ([] if 'cora' in res else ["Cora and CiteSeer were skipped: no Planetoid folder was found."])
     return report
 
-# %% ../nbs/25_top.ipynb #fa95ea8a
+# %% ../nbs/25_top.ipynb #7513d86e
 def accuracy_time_figure(history: list, trainers, title: str = 'test accuracy vs training time', split: str = 'test'):
     "Accuracy of each trainer against its cumulative training seconds."
     import plotly.graph_objects as go
@@ -1302,7 +1303,7 @@ def partition_figure(view: dict, highlight: int = 0):
     fig.update_xaxes(showticklabels=False); fig.update_yaxes(showticklabels=False)
     return fig
 
-# %% ../nbs/25_top.ipynb #006383b8
+# %% ../nbs/25_top.ipynb #befa7beb
 SCORECARD = dict(status='NOT REPRODUCED', headline='TOP vs Cluster-GCN (csbm), both with full-graph inference',
                  metric='test accuracy, TOP - Cluster-GCN, higher is better', seeds=(-0.718, -0.694, -0.693),
                  paper='TOP above Cluster-GCN and close to full-batch (ogbn-arxiv GCN: 72.4 vs 68.0, full 71.7)',
@@ -1312,7 +1313,7 @@ SCORECARD = dict(status='NOT REPRODUCED', headline='TOP vs Cluster-GCN (csbm), b
                       'TOP diverges on the CSBM (0.24-0.26 accuracy) and on GCNII; Cluster-GCN with full-graph '
                       'inference (0.953) beats it; on Cora and CiteSeer no consistent gain')
 
-# %% ../nbs/25_top.ipynb #3e632f17
+# %% ../nbs/25_top.ipynb #11c9ebbc
 def explorer_render(snap: dict, history: list, split: str = 'test', highlight: int = 0) -> dict:
     "The explorer's figures from a snapshot: accuracy vs time, per-layer error, the partition view."
     return {'accuracy': accuracy_time_figure(history, snap['trainers'], f'{split} accuracy vs training time', split),
