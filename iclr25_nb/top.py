@@ -206,15 +206,27 @@ def load_planetoid(folder, name: str = 'cora') -> Graph:
     return Graph(feats.astype(np.float32), labels.argmax(1).astype(np.int64), clean_edges(np.stack([src, dst]), n),
                  *masks, name=name)
 
-# %% ../nbs/25_top.ipynb #c93e2b7a
+# %% ../nbs/25_top.ipynb #92caf4d1
 def _adjacency(edge_index, n: int) -> sp.csr_matrix:
     "Binary symmetric adjacency without self-loops (scipy CSR)."
     e = clean_edges(edge_index, n)
     return sp.csr_matrix((np.ones(e.shape[1]), (e[0], e[1])), shape=(n, n))
 
 
-def normalized_adjacency_scipy(edge_index, n: int, self_loops: bool = True) -> sp.csr_matrix:
-    "D^{-1/2} (A + I) D^{-1/2} as a float64 scipy CSR matrix (sorted indices)."
+def normalized_adjacency_scipy(edge_index, n: int, self_loops: bool = True, clean: bool = True) -> sp.csr_matrix:
+    """D^{-1/2} (A + I) D^{-1/2} as a float64 scipy CSR matrix (sorted indices). `clean=False` is the hot path for an
+    edge list already symmetric, in range, without duplicates or self-loops (as `clean_edges` returns and as PyG's
+    `gcn_norm` assumes): no validation, symmetrisation or deduplication."""
+    if not clean:
+        e = np.asarray(edge_index, dtype=np.int64)
+        src, dst = e
+        if self_loops: loop = np.arange(n, dtype=np.int64); src, dst = np.concatenate([src, loop]), np.concatenate([dst, loop])
+        d = np.bincount(dst, minlength=n).astype(np.float64)
+        dinv = np.where(d > 0, 1 / np.sqrt(np.maximum(d, 1e-300)), 0.0)
+        order = np.argsort(src * n + dst, kind='stable')
+        src, dst = src[order], dst[order]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
+        return sp.csr_matrix((dinv[src] * dinv[dst], dst, indptr), shape=(n, n))
     A = _adjacency(edge_index, n)
     if self_loops: A = A + sp.identity(n, format='csr')
     d = np.asarray(A.sum(1)).ravel()

@@ -422,3 +422,14 @@ def test_non_metis_partitioner_warns(caplog):
     with caplog.at_level('WARNING', logger='iclr25_nb.top'):
         partition(g.edge_index, g.n, 4, 'rcm')
     assert 'instead of METIS' in caplog.text
+
+
+def test_normalized_adjacency_fast_path_matches(small):
+    "clean=False (no validation, for an edge list already clean) gives the same matrix, sorted CSR."
+    from iclr25_nb.top import clean_edges
+    g = small[0]
+    e = clean_edges(g.edge_index, g.n)
+    A, B = normalized_adjacency_scipy(e, g.n), normalized_adjacency_scipy(e, g.n, clean=False)
+    assert B.has_sorted_indices and abs(A - B).max() < 1e-15
+    C = normalized_adjacency_scipy(e, g.n, self_loops=False, clean=False)
+    assert abs(normalized_adjacency_scipy(e, g.n, self_loops=False) - C).max() < 1e-15
