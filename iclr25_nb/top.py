@@ -926,7 +926,7 @@ def _layout(A: sp.coo_matrix, seed: int = 0, iters: int = 60) -> np.ndarray:
 
 make_experiment = TOPExperiment.from_preset
 
-# %% ../nbs/25_top.ipynb #d21d22a7
+# %% ../nbs/25_top.ipynb #a6528ced
 # Claims v3 thresholds (issue 43), committed before seeds 0-2 of the protocol with GAS, the truncated pinv(Q_S) and
 # the width-capped basis. The headline is a positive margin: TOP at least one accuracy point above the BEST
 # mini-batch rival (Cluster-GCN or GAS, same GCN, batches, steps and tuning, all with full-graph inference).
@@ -1140,7 +1140,8 @@ def _rows(report: Report, res: dict):
 
 
 HEADLINE_GRAPHS = ('csbm', 'cora', 'citeseer')
-REPRODUCED = {}   # declared after seeds 0-2 (thresholds unchanged): see Reproduction
+REPRODUCED = {'gain-csbm': False, 'gain-cora': False, 'gain-citeseer': False}   # declared after seeds 0-2 (0/3 each;
+# thresholds unchanged): see Reproduction. csbm's logits' ratio holds on 2 of 3 (seed 2: 3.51) and stays declared.
 
 
 def _best_rival(ev: dict) -> tuple[str, float]:
@@ -1315,15 +1316,18 @@ def partition_figure(view: dict, highlight: int = 0):
     fig.update_xaxes(showticklabels=False); fig.update_yaxes(showticklabels=False)
     return fig
 
-# %% ../nbs/25_top.ipynb #befa7beb
-SCORECARD = dict(status='NOT REPRODUCED', headline='TOP vs Cluster-GCN (csbm), both with full-graph inference',
-                 metric='test accuracy, TOP - Cluster-GCN, higher is better', seeds=(-0.718, -0.694, -0.693),
-                 paper='TOP above Cluster-GCN and close to full-batch (ogbn-arxiv GCN: 72.4 vs 68.0, full 71.7)',
+# %% ../nbs/25_top.ipynb #c36ac668
+SCORECARD = dict(status='NOT REPRODUCED',
+                 headline='TOP vs the best mini-batch rival (Cluster-GCN or GAS) on the CSBM, full-graph inference',
+                 metric='test accuracy, TOP - max(Cluster-GCN, GAS), higher is better (claimed >= +0.01)',
+                 seeds=(-0.0076, -0.0016, -0.0044),
+                 paper='TOP close to full-batch and above the mini-batch methods it compares with (Cluster-GCN, GAS, '
+                       'LMC) on Reddit, Yelp and OGB, at a fraction of their time',
                  null='Cluster-GCN, in-batch inference (drops out-of-batch messages)',
-                 null_seeds=(-0.0705, -0.0698, -0.0554),
-                 note='with the official max(r, k) basis the layer-1 message is fixed (Cora 0.958, CSBM ~0) but '
-                      'TOP diverges on the CSBM (0.24-0.26 accuracy) and on GCNII; Cluster-GCN with full-graph '
-                      'inference (0.953) beats it; on Cora and CiteSeer no consistent gain')
+                 null_seeds=(-0.0736, -0.0654, -0.0579),
+                 note='TOP is 0.2-1.9 points below the best rival on all three graphs and seeds (0/9); it beats '
+                      'Cluster-GCN on Cora and CiteSeer on 2 of 6, and its mechanism holds (logits 0.18-0.66x '
+                      "Cluster-GCN's error, 8 of 9), but GAS's historical embeddings match or beat it")
 
 # %% ../nbs/25_top.ipynb #11c9ebbc
 def explorer_render(snap: dict, history: list, split: str = 'test', highlight: int = 0) -> dict:
