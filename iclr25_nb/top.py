@@ -926,7 +926,7 @@ def _layout(A: sp.coo_matrix, seed: int = 0, iters: int = 60) -> np.ndarray:
 
 make_experiment = TOPExperiment.from_preset
 
-# %% ../nbs/25_top.ipynb #a6528ced
+# %% ../nbs/25_top.ipynb #fc5652fd
 # Claims v3 thresholds (issue 43), committed before seeds 0-2 of the protocol with GAS, the truncated pinv(Q_S) and
 # the width-capped basis. The headline is a positive margin: TOP at least one accuracy point above the BEST
 # mini-batch rival (Cluster-GCN or GAS, same GCN, batches, steps and tuning, all with full-graph inference).
@@ -1226,9 +1226,9 @@ def _figures(report: Report, res: dict):
 
 
 def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=None, device='cpu') -> Report:
-    """TOP against full-batch, Cluster-GCN and the exact L-hop mini-batch on a CSBM, Cora and CiteSeer (GCN) and on
-    Cora with GCNII, every model with full-graph inference: accuracy against Cluster-GCN and full-batch with the
-    nulls (headline), message and embedding error, exactness in span (mechanism), cost rows. `data`: the Planetoid
+    """TOP against full-batch, Cluster-GCN, GAS and the exact L-hop mini-batch on a CSBM, Cora and CiteSeer (GCN; the
+    full preset adds Cora with GCNII), every model with full-graph inference: accuracy against the best mini-batch
+    rival with the nulls (headline), message and logits' error, exactness in span (mechanism), cost rows. `data`: the Planetoid
     folder (None: the shared data folder when there is one). `ablate`: compensation off."""
     with Report.run('top', preset, seed, ablate, device, threads=1) as report:   # small graphs: one thread
         if data is None and default_planetoid() is None:
