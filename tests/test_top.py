@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25_nb.top import (ClusterGCN, ExactNeighbourhood, FullBatch, TOP, TOPGCN, TOPGCNII, TOPGCNConv, as_features,
+from iclr25_nb.top import (GAS, ClusterGCN, ExactNeighbourhood, FullBatch, TOP, basis_for_batches, truncated_pinv, TOPGCN, TOPGCNII, TOPGCNConv, as_features,
                            build_basis, csbm, cut_fraction, embedding_error, load_planetoid, make_batches,
                            make_experiment, make_model, normalized_adjacency, normalized_adjacency_scipy,
-                           orthonormal_basis, partition, precompute_top_batches, scaling_study)
+                           message_error, official_basis, orthonormal_basis, partition, precompute_top_batches,
+                           scaling_study)
+from iclr25_nb.core import overlap_count
 
 
 @pytest.fixture(scope='module')
@@ -306,3 +308,128 @@ def test_without_pymetis_metis_names_the_extra_and_rcm_is_explicit(monkeypatch):
     g = csbm(200, seed=0)
     perm, ptr = partition(g.edge_index, g.n, 4, 'rcm')
     assert sorted(perm) == list(range(g.n)) and ptr[-1] == g.n
+
+
+# --- issue 43: the basis as the official code builds it, and the per-layer message error on real graphs ----------
+def test_official_basis_spans_all_of_P(small):
+    g, A, batches = small
+    P = np.concatenate([g.x, A @ g.x], 1).astype(np.float64)                  # k = 16 columns
+    for r in (4, 16, 40):
+        Q = official_basis(P, r)
+        assert Q.shape == (g.n, max(r, P.shape[1]))                            # max(r, k) columns, never fewer
+        np.testing.assert_allclose(Q.T @ Q, np.eye(Q.shape[1]), atol=1e-8)
+        np.testing.assert_allclose(Q @ (Q.T @ P), P, atol=1e-8)                # all of span(P)
+
+
+def test_message_error_csbm_exact_for_layer_one(small):
+    g, A, batches = small
+    Q = official_basis(g.x.astype(np.float64), 8)
+    err = message_error(A, Q, batches, g.x, inb_size=50)
+    assert err.max() < 1e-8                                                    # X inside span(Q), Q_S full column rank
+
+
+def test_train_and_test_nodes_disjoint(small):
+    g = small[0]
+    assert overlap_count(np.flatnonzero(g.train).tolist(), np.flatnonzero(g.test).tolist()) == 0
+
+
+@pytest.mark.parametrize('name', ['cora', 'citeseer'])
+def test_layer_one_message_error_on_planetoid(planetoid, name):
+    """Issue 43: the compensated layer-1 out-of-batch message must beat dropping it (median relative error < 1).
+    The official basis (max(r, k) columns) is wider than a batch here: on CiteSeer (3,703 features > 3,327 nodes)
+    it is square, so the compensation is exactly zero (error 1); a dominant rank-64 basis is worse than dropping
+    (Cora 1.22). `basis_for_batches` (min|B|/8 dominant directions when the official basis is wider than a batch)
+    with the truncated pinv beats dropping on both, and stays finite."""
+    g = load_planetoid(planetoid, name)
+    assert overlap_count(np.flatnonzero(g.train).tolist(), np.flatnonzero(g.test).tolist()) == 0
+    A = normalized_adjacency_scipy(g.edge_index, g.n)
+    batches = make_batches(*partition(g.edge_index, g.n, 20, seed=0), 1, seed=0)
+    min_batch = min(len(b) for b in batches)
+    mb = max(min_batch // 64 - 2, 1)
+    P = build_basis(lambda: TOPGCN(g.x.shape[1], 64, g.num_classes, 2, 0.5), A, g.x, 2, max_blocks=mb, seed=10_000)
+    Q = basis_for_batches(P, 64, min_batch, seed=20_000)
+    assert Q.shape[1] == min_batch // 8 < min_batch
+    err = message_error(A, Q, batches, g.x, inb_size=10_000)
+    assert np.isfinite(err).all() and np.median(err) < 0.99, np.median(err)
+    if name == 'citeseer':
+        official = np.median(message_error(A, official_basis(P, 64, seed=20_000), batches, g.x, inb_size=10_000))
+        assert official > 1 - 1e-9, official                                   # square Q: nothing compensated
+    else:
+        low_rank = np.median(message_error(A, orthonormal_basis(P, 64, seed=20_000), batches, g.x))
+        assert low_rank > 1.1, low_rank                                        # the defect the fix removes
+
+
+def test_truncated_pinv_bounds_a_rank_deficient_anchor_block(small):
+    """A basis direction that lives on out-of-batch nodes makes Q_S (numerically) rank deficient: the official
+    pinverse (cut 1e-15) inverts singular values of ~1e-11 and blows the compensation up; the truncated pinv keeps
+    the codebook bounded by 1 / (rtol * sigma_max) and is still exact for embeddings inside the rest of the span."""
+    g, A, batches = small
+    b = batches[0]
+    out = np.setdiff1d(np.arange(g.n), b)
+    E = np.zeros((g.n, 2)); E[out[0], 0] = 1.0; E[out[1], 1] = 1.0            # two directions outside the batch,
+    E[b[0], 0] = E[b[1], 1] = 1e-9                                             # nearly: Q_S singular values ~1e-10
+    Q = np.linalg.qr(np.concatenate([g.x.astype(np.float64), E], 1))[0]
+    QS = Q[b]
+    raw, kept_raw = truncated_pinv(QS, 0.0)
+    cut, kept = truncated_pinv(QS, 1e-3)
+    assert kept == Q.shape[1] - 2 and np.isfinite(cut).all()
+    assert np.abs(cut).max() <= 1e3 / np.linalg.svd(QS, compute_uv=False)[0] + 1e-9
+    np.testing.assert_allclose(cut, np.linalg.pinv(QS, rcond=1e-3), atol=1e-10)
+    H = Q[:, :g.x.shape[1]] @ np.random.default_rng(0).standard_normal((g.x.shape[1], 3))   # inside span(X)
+    rec = Q @ (cut @ H[b])
+    rest = np.setdiff1d(np.arange(g.n), out[:2])
+    np.testing.assert_allclose(rec[rest], H[rest], atol=1e-8)   # exact except on the two nodes the cut directions
+    assert np.isfinite(raw).all() and np.abs(raw).max() > 1e3 * np.abs(cut).max()   # live on; the raw one blows up
+    err = message_error(A, Q, batches, g.x, inb_size=10_000)
+    assert np.isfinite(err).all() and np.median(err) < 0.5
+
+
+def test_top_training_stays_finite_on_the_csbm():
+    "The quick CSBM protocol at a small size: TOP's loss stays finite and it learns (it diverged with pinv at 1e-15)."
+    exp = make_experiment('quick', seed=0, n=2000, parts=8, steps=8, hidden=32, error_every=8,
+                          trainers=('full', 'cluster', 'top'))
+    hist = exp.run()
+    assert all(np.isfinite(h['loss_top']) for h in hist)
+    ev = exp.evaluate()
+    assert ev['acc_top'] > 0.5 and ev['error_trained_top'] < ev['error_trained_cluster']
+
+
+def test_gas_with_exact_histories_is_full_batch_and_pushes(small):
+    """GAS: with every history equal to the full-batch embeddings, a batch's outputs equal the full-batch ones
+    (eval mode); a training step pushes the batch's fresh embeddings into the history and nothing else."""
+    g, A, batches = small
+    torch.manual_seed(0)
+    model = TOPGCN(g.x.shape[1], 16, g.num_classes, 3, 0.5).double().eval()
+    full = FullBatch(A, g.x, dtype=torch.float64)
+    with torch.no_grad():
+        ref, hidden = model(full.A, full.x, return_hidden=True)
+    gas = GAS(A, g.x, batches, dtype=torch.float64)
+    gas.history = [h.clone() for h in hidden[:-1]]
+    for i, b in enumerate(gas.batches):
+        with torch.no_grad():
+            out, nodes = gas.forward(model, i)
+        torch.testing.assert_close(out, ref[nodes])
+    gas.history = [torch.zeros_like(h) for h in hidden[:-1]]
+    model.train()
+    out, nodes = gas.forward(model, 1)
+    inb = np.zeros(g.n, bool); inb[nodes] = True
+    for h in gas.history:
+        assert h[torch.as_tensor(~inb)].abs().max() == 0 and h[torch.as_tensor(inb)].abs().max() > 0
+
+
+def test_non_metis_partitioner_warns(caplog):
+    g = csbm(200, seed=0)
+    with caplog.at_level('WARNING', logger='iclr25_nb.top'):
+        partition(g.edge_index, g.n, 4, 'rcm')
+    assert 'instead of METIS' in caplog.text
+
+
+def test_normalized_adjacency_fast_path_matches(small):
+    "clean=False (no validation, for an edge list already clean) gives the same matrix, sorted CSR."
+    from iclr25_nb.top import clean_edges
+    g = small[0]
+    e = clean_edges(g.edge_index, g.n)
+    A, B = normalized_adjacency_scipy(e, g.n), normalized_adjacency_scipy(e, g.n, clean=False)
+    assert B.has_sorted_indices and abs(A - B).max() < 1e-15
+    C = normalized_adjacency_scipy(e, g.n, self_loops=False, clean=False)
+    assert abs(normalized_adjacency_scipy(e, g.n, self_loops=False) - C).max() < 1e-15
