@@ -6,19 +6,19 @@
 __all__ = ['log', 'PAPER', 'TASKS', 'COMPONENTS', 'MODELS', 'BASELINES', 'LOSSES', 'CLASSIFICATION_BASELINES', 'TRIANGLE_KINDS',
            'make_experiment', 'SIM_RATIO_MAX', 'CLASS_GAIN_MIN', 'CIRCUIT_Q0_RATIO_MAX', 'Q0_DIRECTED_MIN',
            'AGAINST_RATIO_MAX', 'PHASE_GAIN_MIN', 'FLIP_THRESHOLD', 'REVERSAL_THRESHOLD', 'TASK_NAMES', 'CYCLES_Q',
-           'PAPER_GAIN', 'CLASS_TASKS', 'OTHER_TASK_MODELS', 'CLASS_PRESETS', 'ABLATION', 'SCORECARD', 'EdgeGraph',
-           'kirchhoff_flows', 'FlowNetwork', 'make_flow_network', 'EdgeTask', 'make_task', 'Circuit', 'load_circuit',
-           'load_circuits', 'circuit_tasks', 'incidence_entries', 'magnetic_incidence', 'EdgeOperator', 'edge_operator',
-           'as_complex', 'as_real', 'edge_operators', 'MagneticEdgeConv', 'MagneticEdgeConvHidden', 'Fusion',
-           'EIGNBlock', 'EIGN', 'edge_pairs', 'PairOperator', 'line_graph_operator', 'directed_pair_operators',
-           'HodgeGNN', 'HodgeGNNDir', 'LineGraphGNN', 'EdgeMLP', 'rossi_pair_operators', 'RossiConv', 'DirGNNBlock',
-           'DirGNN', 'edge_components', 'magnetic_encodings', 'LineMagNet', 'EIGNSingle', 'make_model', 'fit_step',
-           'train', 'predict', 'model_metrics', 'random_flip_mask', 'flip_change', 'reverse_directed',
-           'reversal_change', 'longest_directed_cycles', 'make_cycles_graph', 'make_cycles_task', 'make_classifier',
-           'train_classifier', 'auc', 'classifier_metrics', 'ScoreRule', 'classification_benchmark', 'directed_cue',
-           'cycles_benchmark', 'random_walk', 'make_walk_task', 'triangle_flow_labels', 'make_triflow_task',
-           'shown_neighbour_cue', 'same_type_triangle_cue', 'walk_benchmark', 'triflow_benchmark', 'EIGNConfig',
-           'small_operator_graph', 'EIGNExperiment', 'network_figure', 'moved_figure', 'operator_figure',
+           'PAPER_GAIN', 'DECLARED', 'CLASS_TASKS', 'OTHER_TASK_MODELS', 'CLASS_PRESETS', 'ABLATION', 'SCORECARD',
+           'EdgeGraph', 'kirchhoff_flows', 'FlowNetwork', 'make_flow_network', 'EdgeTask', 'make_task', 'Circuit',
+           'load_circuit', 'load_circuits', 'circuit_tasks', 'incidence_entries', 'magnetic_incidence', 'EdgeOperator',
+           'edge_operator', 'as_complex', 'as_real', 'edge_operators', 'MagneticEdgeConv', 'MagneticEdgeConvHidden',
+           'Fusion', 'EIGNBlock', 'EIGN', 'edge_pairs', 'PairOperator', 'line_graph_operator',
+           'directed_pair_operators', 'HodgeGNN', 'HodgeGNNDir', 'LineGraphGNN', 'EdgeMLP', 'rossi_pair_operators',
+           'RossiConv', 'DirGNNBlock', 'DirGNN', 'edge_components', 'magnetic_encodings', 'LineMagNet', 'EIGNSingle',
+           'make_model', 'fit_step', 'train', 'predict', 'model_metrics', 'random_flip_mask', 'flip_change',
+           'reverse_directed', 'reversal_change', 'longest_directed_cycles', 'make_cycles_graph', 'make_cycles_task',
+           'make_classifier', 'train_classifier', 'auc', 'classifier_metrics', 'ScoreRule', 'classification_benchmark',
+           'directed_cue', 'cycles_benchmark', 'random_walk', 'make_walk_task', 'triangle_flow_labels',
+           'make_triflow_task', 'shown_neighbour_cue', 'same_type_triangle_cue', 'walk_benchmark', 'triflow_benchmark',
+           'EIGNConfig', 'small_operator_graph', 'EIGNExperiment', 'network_figure', 'moved_figure', 'operator_figure',
            'rmse_bar_figure', 'circuit_key', 'circuit_split', 'circuit_benchmark', 'default_circuits_path',
            'flow_nulls', 'reproduce', 'explorer_render', 'explorer']
 
@@ -1668,7 +1668,7 @@ def default_circuits_path() -> Path | None:
     found = find_data('electrical_circuits/v1')
     return found if found is not None and found.is_dir() else None
 
-# %% ../nbs/21_eign.ipynb #84b734e0
+# %% ../nbs/21_eign.ipynb #8d229d29
 # Claims v3 thresholds, committed before seeds 0-2 of this protocol (the ablation is q = 0 alone; the classification
 # tasks carry the tuned baselines). Disclosure: the earlier notebook showed EIGN / best baseline on flow simulation at
 # 0.975 / 0.949 / 0.958 and the q = 0 model at 1.01-1.06 of it (another preset), so SIM_RATIO_MAX is not blind to them.
@@ -1688,6 +1688,11 @@ REVERSAL_THRESHOLD = 0.5     # EIGN's change when the valves are reversed (sanit
 TASK_NAMES = {'denoise': 'flow denoising', 'interpolate': 'flow interpolation'}
 CYCLES_Q = 0.25              # the classification tasks: the phase theta = pi q of EIGN (absolute)
 PAPER_GAIN = 'up to 23.5% lower RMSE than the best baseline on flow simulation (abstract; tables not retrieved)'
+# What seeds 0-2 showed (the majority; declared after they ran, thresholds unchanged): True = REPRODUCED.
+# LD-Cycles holds on seed 1 only (0.063; 0.025 and 0.029 on seeds 0, 2); Tri-Flow fails on seed 0 only, where the
+# blind same-type-triangle cue meets the threshold too (0.073; EIGN 0.112): those seeds disagree with the declaration.
+DECLARED = {'flow': True, 'cycles': False, 'walk': False, 'triflow': True, 'circuit_q0': False, 'directed_q0': True,
+            'against': True, 'phase_cycles': True, 'phase_walk': True, 'phase_triflow': True}
 CLASS_TASKS = {'cycles': ('LD-Cycles', 'balanced_accuracy', 'EIGN solves LD Cycles, direction-unaware models do not'),
                'walk': ('RW-Comp (hidden edges)', 'auc', 'EIGN best on RW Comp (AUC)'),
                'triflow': ('Tri-Flow', 'balanced_accuracy', 'EIGN best on Tri-Flow (accuracy)')}
@@ -1732,7 +1737,7 @@ def flow_nulls(exp) -> dict:
             'least squares on the inputs': rmse((feats(te) @ coef).float(), te),
             'EIGN at initialisation': model_metrics(init, te)['rmse']}
 
-# %% ../nbs/21_eign.ipynb #f0e05131
+# %% ../nbs/21_eign.ipynb #ff390cd8
 def _task_metrics(preset: str, seed: int, device, task: str, overrides: dict) -> dict:
     "Test metrics of every model's best grid point on `task` ('denoise' or 'interpolate')."
     models = OTHER_TASK_MODELS if preset == 'quick' else tuple(MODELS)
@@ -1792,7 +1797,7 @@ def _claims(report: Report, run: dict):
         f'flow simulation (Kirchhoff networks with check valves): EIGN test RMSE / best tuned baseline\'s (each model: '
         f'best of the same grid and steps on validation graphs; best here {MODELS[name]})', kir['eign']['rmse'] / best,
         '<', SIM_RATIO_MAX, kind='headline', control=(f'best baseline ({MODELS[name]}) RMSE', best), paper=PAPER_GAIN,
-        nulls=[(k, v / best) for k, v in run['nulls'].items()]))
+        nulls=[(k, v / best) for k, v in run['nulls'].items()], reproduced=DECLARED['flow']))
     for key, (label, metric, paper) in CLASS_TASKS.items():
         res = run.get(key)
         if res is None: continue
@@ -1803,14 +1808,14 @@ def _claims(report: Report, run: dict):
             f'{label}: test {what}, EIGN minus the best baseline ({MODELS[name_c]}; every model the same steps, width '
             f'and learning rate)', res['eign'][metric] - best_c, '>=', CLASS_GAIN_MIN, kind='headline',
             control=(f'best baseline ({MODELS[name_c]}) {what}', best_c), paper=paper + ' (tables not retrieved)',
-            nulls=[(k, v - best_c) for k, v in _class_nulls(res, metric).items()]))
+            nulls=[(k, v - best_c) for k, v in _class_nulls(res, metric).items()], reproduced=DECLARED[key]))
     if circ is not None:
         name_c, best_c = _best_baseline(circ, 'rmse', [k for k in BASELINES if k in circ])
         report.add_claim(Claim.compare(
             'mechanism, real circuits (diodes directed): EIGN (q = 0) test RMSE / best tuned baseline\'s: the two streams '
             'without the magnetic phase beat the baselines', circ['eign_q0']['rmse'] / best_c, '<', CIRCUIT_Q0_RATIO_MAX,
             kind='mechanism', control=(f'best baseline ({MODELS[name_c]}) RMSE', best_c),
-            paper='EIGN best on circuit simulation (tables not retrieved)'))
+            paper='EIGN best on circuit simulation (tables not retrieved)', reproduced=DECLARED['circuit_q0']))
         report.add_finding('real circuits: EIGN test RMSE / EIGN (q = 0)\'s (what the phase adds on top of the two streams)',
                            round(circ['eign']['rmse'] / circ['eign_q0']['rmse'], 3),
                            paper='the phase makes EIGN direction-aware (diodes)',
@@ -1821,11 +1826,13 @@ def _claims(report: Report, run: dict):
         q0 = kir['eign_q0']
         report.add_claim(Claim.compare('mechanism: RMSE on directed edges, EIGN (q = 0, two streams) / EIGN',
                                        q0['rmse_directed'] / kir['eign']['rmse_directed'], '>=', Q0_DIRECTED_MIN,
-                                       kind='mechanism', control=('EIGN (q = 0) RMSE on directed edges', q0['rmse_directed'])))
+                                       kind='mechanism', control=('EIGN (q = 0) RMSE on directed edges', q0['rmse_directed']),
+                                       reproduced=DECLARED['directed_q0']))
         report.add_claim(Claim.compare('mechanism: directed edges predicted against the valve, EIGN / EIGN (q = 0, two '
                                        'streams)', kir['eign']['against_valve'] / max(q0['against_valve'], 1e-9), '<=',
                                        AGAINST_RATIO_MAX, kind='mechanism',
-                                       control=('EIGN (q = 0) fraction against the valve', q0['against_valve'])))
+                                       control=('EIGN (q = 0) fraction against the valve', q0['against_valve']),
+                                       reproduced=DECLARED['against']))
         report.add_finding('flow simulation: EIGN (q = 0, two streams) test RMSE / best tuned baseline\'s',
                            round(q0['rmse'] / best, 3), paper='(not in the paper)',
                            note='on the Kirchhoff networks the phase is needed to beat the baselines (if above 1)')
@@ -1838,7 +1845,8 @@ def _claims(report: Report, run: dict):
         report.add_claim(Claim.compare(f'mechanism, {label}: test {what}, EIGN minus EIGN (q = 0) trained on the same '
                                        'graphs from the same initialisation', res['eign'][metric] - res['eign_q0'][metric],
                                        '>=', PHASE_GAIN_MIN, kind='mechanism',
-                                       control=(f'EIGN (q = 0) {what}', res['eign_q0'][metric])))
+                                       control=(f'EIGN (q = 0) {what}', res['eign_q0'][metric]),
+                                       reproduced=DECLARED[f'phase_{key}']))
     report.add_claim(Claim.compare('sanity: re-orienting undirected edges moves EIGN\'s physical prediction by (max abs)',
                                    kir['eign']['flip_change'], '<=', 1e-4))
     if 'line_graph' in kir:
@@ -1912,14 +1920,16 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         _figures(report, run)
     return report
 
-# %% ../nbs/21_eign.ipynb #4e569c4a
-SCORECARD = dict(status='REPRODUCED',   # provisional until seeds 0-2 have run
-                 headline='EIGN vs every tuned baseline, flow simulation on Kirchhoff networks with check valves',
-                 metric='test RMSE, EIGN / best tuned baseline (lower is better; holds below 0.98)',
-                 seeds=(0.0, 0.0, 0.0), paper='up to 23.5% lower RMSE than the best baseline (abstract)',
-                 null='least squares on the inputs', null_seeds=(0.0, 0.0, 0.0), note='provisional')
+# %% ../nbs/21_eign.ipynb #7b14a0d2
+SCORECARD = dict(status='PARTLY',
+                 headline='EIGN vs every tuned baseline (same grid and steps), flow simulation on Kirchhoff pipe networks with check valves',
+                 metric='test RMSE, EIGN / best tuned baseline (lower is better; holds below 0.98, set before seeds 0-2)',
+                 seeds=(0.9427, 0.8957, 0.896),
+                 paper='up to 23.5% lower RMSE than the best baseline on flow simulation (abstract)',
+                 null='least squares on the inputs', null_seeds=(1.3857, 1.2968, 1.3454),
+                 note='flow simulation and Tri-Flow reproduce (5-10% and +0.16 balanced accuracy); LD-Cycles and RW-Comp do not beat HodgeGNN+Dir / HodgeGNN+Inv by 0.05, and on the leak-free circuit split EIGN with q = 0 loses to HodgeGNN+Inv: the phase, not the two streams, carries the circuit gain')
 
-# %% ../nbs/21_eign.ipynb #83bc9103
+# %% ../nbs/21_eign.ipynb #e45c6881
 def explorer_render(snap: dict, history: list, show: str = 'eign') -> dict:
     "The explorer's figures from a snapshot: the network, the moved bars, the RMSE curves and the operator."
     from iclr25_nb.live import curves_figure
