@@ -1737,7 +1737,7 @@ def flow_nulls(exp) -> dict:
             'least squares on the inputs': rmse((feats(te) @ coef).float(), te),
             'EIGN at initialisation': model_metrics(init, te)['rmse']}
 
-# %% ../nbs/21_eign.ipynb #ff390cd8
+# %% ../nbs/21_eign.ipynb #8c91537d
 def _task_metrics(preset: str, seed: int, device, task: str, overrides: dict) -> dict:
     "Test metrics of every model's best grid point on `task` ('denoise' or 'interpolate')."
     models = OTHER_TASK_MODELS if preset == 'quick' else tuple(MODELS)
@@ -1913,7 +1913,7 @@ def _figures(report: Report, run: dict):
 
 def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=None, device='cpu') -> Report:
     """Train EIGN and the tuned baselines and measure the claims. `data`: the folder of the real circuit JSON files
-    (default `default_circuits_path()`); `ablate=True`: EIGN with one stream and q = 0 (`ABLATION`)."""
+    (default `default_circuits_path()`); `ablate=True`: EIGN with q = 0, the two streams kept (`ABLATION`)."""
     with Report.run('eign', preset, seed, ablate, device, threads=1) as report:   # small graphs: one thread
         run = _run(preset, seed, ablate, data, device)
         _claims(report, run)
