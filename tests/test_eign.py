@@ -687,3 +687,85 @@ def test_walk_and_triflow_benchmarks_ablation_has_no_gap():
         assert a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
         assert 0 < r['positive_fraction'] < 1
     with pytest.raises(ValueError, match='n_train'): classification_benchmark(make_walk_task, n_train=0)
+
+
+# ---- Claims v3: held-out test items, the nulls and the blind cues ----
+from iclr25_nb.core import overlap_count
+from iclr25_nb.eign import (ABLATION, CLASSIFICATION_BASELINES, PAPER, ScoreRule, circuit_key, circuit_split,
+                            directed_cue, flow_nulls, same_type_triangle_cue, shown_neighbour_cue, default_circuits_path)
+
+
+def _graph_key(t):
+    return (t.graph.num_nodes, t.graph.edge_index.numpy().tobytes(), t.graph.undirected.numpy().tobytes())
+
+
+def test_kirchhoff_test_graphs_never_in_training():
+    c = EIGNConfig()
+    for seed in (0, 1, 2):
+        nets = [make_flow_network(c.n_nodes, c.frac_directed, seed=seed * 100_003 + i)
+                for i in range(c.n_train + c.n_val + c.n_test)]
+        train, test = nets[:c.n_train], nets[c.n_train + c.n_val:]
+        assert overlap_count(train, test, key=lambda n: n.graph.edge_index.numpy().tobytes()) == 0
+    exp = make_experiment('quick', 2, steps=1)                         # the experiment draws these very graphs
+    assert exp.test.graph.num_edges == sum(n.graph.num_edges for n in test)
+
+
+def test_classification_test_graphs_never_in_training():
+    for builder, n_train, n_test, salt in ((lambda s: make_cycles_task(10, s), 200, 100, 0),
+                                           (lambda s: make_walk_task(seed=s), 120, 60, 101),
+                                           (lambda s: make_triflow_task(seed=s), 120, 60, 202)):
+        base = 1_000_003 * (0 + 1) + salt
+        train = [builder(base + i) for i in range(n_train)]
+        test = [builder(base + n_train + i) for i in range(n_test)]
+        assert overlap_count(train, test, key=_graph_key) == 0
+
+
+def test_circuit_split_by_circuit_not_by_file(shared_data):
+    circuits = load_circuits(shared_data / 'electrical_circuits' / 'v1')
+    assert len({circuit_key(c) for c in circuits}) < len(circuits)          # the data set repeats circuits
+    for seed in (0, 1, 2):
+        tr, va, te = circuit_split(circuits, seed)
+        assert len(tr) + len(va) + len(te) == len(circuits) and 0.35 < len(te) / len(circuits) < 0.65
+        assert overlap_count([circuits[i] for i in tr], [circuits[i] for i in te], key=circuit_key) == 0
+        assert overlap_count([circuits[i] for i in tr], [circuits[i] for i in va], key=circuit_key) == 0
+
+
+def test_flow_nulls_are_measured_on_the_test_graphs():
+    exp = make_experiment('quick', 0, n_nodes=30, n_train=4, n_val=2, n_test=2, batch_graphs=2, steps=2, hiddens=(8,),
+                          lrs=(0.01,), models=('eign', 'hodge_inv'))
+    exp.run()
+    nulls = flow_nulls(exp)
+    assert set(nulls) == {'zero flow', 'mean flow per edge kind', 'least squares on the inputs', 'EIGN at initialisation'}
+    y = exp.test.y[exp.test.mask]
+    assert math.isclose(nulls['zero flow'], y.pow(2).mean().sqrt().item(), rel_tol=1e-5)
+    assert all(math.isfinite(v) and v > 0 for v in nulls.values())
+
+
+def test_blind_cues():
+    task = make_cycles_task(10, 3)
+    test_rule = ScoreRule(directed_cue)
+    out = test_rule(task.graph, task.x_equ, task.x_inv)[:, 0]
+    assert torch.equal(out > 0, task.graph.directed)
+    wt = make_walk_task(seed=0)
+    assert shown_neighbour_cue(wt.graph, wt.x_equ, wt.x_inv).shape == (wt.graph.num_edges,)
+    tt = make_triflow_task(seed=0)
+    cue = same_type_triangle_cue(tt.graph, tt.x_equ, tt.x_inv)
+    assert ((cue != 0) >= (tt.y[:, 0] != 0)).all()                     # every labelled edge is on a same-type triangle
+    mask = random_flip_mask(tt.graph, 0.5, 0)                           # the cue is orientation-equivariant
+    s = tt.graph.signs(mask)
+    tf = tt.flip(mask)
+    assert torch.equal(same_type_triangle_cue(tf.graph, tf.x_equ, tf.x_inv), s * cue)
+
+
+def test_classification_benchmark_trains_the_baselines_and_the_nulls():
+    r = cycles_benchmark(0, n_train=3, n_test=2, n_nodes=7, epochs=2, hidden=4, layers=1)
+    assert set(CLASSIFICATION_BASELINES) <= set(r) and {'eign_init', 'cue'} <= set(r)
+    assert r['cue']['name'] == 'directed edge' and 0 <= r['cue']['balanced_accuracy'] <= 1
+
+
+def test_ablation_is_the_phase_alone():
+    assert ABLATION == {'q': 0.0} and 'q = 0' in PAPER['ablation']
+    exp = make_experiment('quick', 0, n_nodes=20, n_train=2, n_val=1, n_test=1, batch_graphs=1, steps=1, hiddens=(8,),
+                          lrs=(0.01,), models=('eign', 'line_magnet'), **ABLATION)
+    assert isinstance(exp.best('eign'), EIGN) and exp.best('eign').q == 0.0
+    assert exp.best('line_magnet').q == exp.config.magnet_q > 0            # a baseline's own phase is not ablated
