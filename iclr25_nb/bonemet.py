@@ -262,36 +262,60 @@ def angle_weights(angles) -> np.ndarray:
     twice = (th + 180 <= hi + 1e-9) | (th - 180 >= lo - 1e-9)
     return np.where(twice, 0.5, 1.0) * np.deg2rad(step)
 
-# %% ../nbs/19_bonemet.ipynb #960155c8
-def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 64) -> torch.Tensor:
+# %% ../nbs/19_bonemet.ipynb #1c7e6b5a
+def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 1 << 18) -> torch.Tensor:
     """Pixel-driven back-projection (linear interpolation) of projections q (..., M, A) at `angles` (degrees) onto
-    slices (..., size, size) (default size M): sum_i weights_i q_i(y' cos - x' sin), zero outside the circle. The
-    interpolation is one `grid_sample` over (angle, detector) per chunk of angles, zero outside [0, M - 1]."""
+    slices (..., size, size) (default size M): sum_i weights_i q_i(y' cos - x' sin), zero outside the circle and
+    outside [0, M - 1] (as `np.interp(left=0, right=0)`). Only the pixels inside the circle are computed, `chunk`
+    (angle, pixel) pairs at a time: each projection becomes a table of values and slopes, q(x) = v_i + x s_i on
+    [i, i + 1], so a pair costs two 1-D gathers and one multiply-add (in reused buffers unless autograd records)."""
     q = _as_tensor(q)
     m, A = q.shape[-2], q.shape[-1]
     n = m if size is None else int(size)
-    th = torch.deg2rad(_as_tensor(angles, q.dtype).reshape(-1).to(q.device))
-    w = torch.ones(A, dtype=q.dtype, device=q.device) if weights is None else _as_tensor(weights, q.dtype).to(q.device)
+    dt, dev = q.dtype, q.device
+    th = torch.deg2rad(_as_tensor(angles, dt).reshape(-1).to(dev))
     c = n // 2
-    p = torch.arange(n, dtype=q.dtype, device=q.device) - c
+    p = torch.arange(n, dtype=dt, device=dev) - c
     xr, yc = torch.meshgrid(p, p, indexing='ij')                                # row and column offsets
-    flat = q.reshape(-1, 1, m, A).transpose(-1, -2)                             # (B, 1, A, M): angle rows
-    out = torch.zeros(flat.shape[0], n * n, dtype=q.dtype, device=q.device)
-    for a0 in range(0, A, chunk):
-        a1 = min(a0 + chunk, A)
-        cos, sin = torch.cos(th[a0:a1])[:, None], torch.sin(th[a0:a1])[:, None]
-        pos = yc.reshape(1, -1) * cos - xr.reshape(1, -1) * sin + m // 2          # (a, N*N) detector position
-        rows = torch.arange(a0, a1, dtype=q.dtype, device=q.device)[:, None].expand_as(pos)
-        gx = 2 * pos / (m - 1) - 1
-        gy = 2 * rows / (A - 1) - 1 if A > 1 else torch.zeros_like(pos)
-        grid = torch.stack([gx, gy], -1)[None].expand(flat.shape[0], -1, -1, -1)
-        vals = F.grid_sample(flat, grid, mode='bilinear', padding_mode='zeros', align_corners=True)[:, 0]
-        inside = ((pos >= 0) & (pos <= m - 1)).to(q.dtype)                       # np.interp(left=0, right=0)
-        out = out + (vals * (inside * w[a0:a1, None])[None]).sum(1)
-    out = out.reshape(-1, n, n) * ((xr ** 2 + yc ** 2) <= c ** 2)
+    sel = ((xr ** 2 + yc ** 2) <= c ** 2).reshape(-1).nonzero().squeeze(1)      # the pixels inside the circle
+    P, L = len(sel), m + 1                                                       # table: M values and a zero slot
+    basis = torch.stack([yc.reshape(-1)[sel], -xr.reshape(-1)[sel], torch.full((P,), float(m // 2), dtype=dt, device=dev)])
+    flat = q.reshape(-1, m, A).transpose(-1, -2)                                 # (B, A, M): angle rows
+    if weights is not None: flat = flat * _as_tensor(weights, dt).to(dev)[:, None]
+    nb = flat.shape[0]
+    slope = F.pad(flat[..., 1:] - flat[..., :-1], (0, 2))                        # s_i = q_{i+1} - q_i, 0 from M - 1 on
+    val = (F.pad(flat, (0, 1)) - torch.arange(L, dtype=dt, device=dev) * slope).reshape(nb, -1)
+    slope = slope.reshape(nb, -1)
+    inside_all = m // 2 - c >= 0 and m // 2 + c <= m - 1                          # every circle pixel lands in [0, M-1]
+    grad = torch.is_grad_enabled() and q.requires_grad
+    k = max(1, min(A, chunk // max(P, 1)))
+    acc = [torch.zeros(P, dtype=dt, device=dev) for _ in range(nb)]
+    if not grad:                                                                 # buffers reused by every chunk
+        pos_b, i_b = torch.empty(k, P, dtype=dt, device=dev), torch.empty(k, P, dtype=torch.int32, device=dev)
+        v_b, s_b = torch.empty(k * P, dtype=dt, device=dev), torch.empty(k * P, dtype=dt, device=dev)
+    for a0 in range(0, A, k):
+        a1 = min(a0 + k, A); kk = a1 - a0
+        coef = torch.stack([torch.cos(th[a0:a1]), torch.sin(th[a0:a1]), torch.ones(kk, dtype=dt, device=dev)], 1)
+        pos = coef @ basis if grad else torch.matmul(coef, basis, out=pos_b[:kk])  # (k, P) detector positions
+        offs = (torch.arange(a0, a1, device=dev, dtype=torch.int32) * L)[:, None]
+        if inside_all:
+            i = pos.int() if grad else i_b[:kk].copy_(pos)                          # truncation = floor (pos >= 0)
+            i += offs
+        else:                                                                    # outside [0, M-1]: the zero slot
+            i = torch.where((pos >= 0) & (pos <= m - 1), pos.floor(), float(m)).int() + offs
+        i = i.view(-1)
+        for b in range(nb):
+            if grad:
+                v = torch.addcmul(val[b].index_select(0, i).view(kk, P), pos, slope[b].index_select(0, i).view(kk, P))
+                acc[b] = acc[b] + v.sum(0)
+            else:
+                v, s = torch.index_select(val[b], 0, i, out=v_b[:kk * P]), torch.index_select(slope[b], 0, i, out=s_b[:kk * P])
+                acc[b] += v.view(kk, P).addcmul_(pos, s.view(kk, P)).sum(0)
+    out = torch.zeros(nb, n * n, dtype=dt, device=dev)
+    if nb: out[:, sel] = torch.stack(acc)
     return out.reshape(*q.shape[:-2], n, n)
 
-# %% ../nbs/19_bonemet.ipynb #76aa1f29
+# %% ../nbs/19_bonemet.ipynb #3d76a45d
 def fbp(sinogram, angles, filter: str = 'ramp') -> torch.Tensor:
     """Filtered back-projection of sinograms (..., N, A) at `angles` (degrees) -> slices (..., N, N); with uniform
     angles over 180 degrees it equals `skimage.transform.iradon(circle=True)`. The sinogram is zero-padded to the
@@ -302,10 +326,11 @@ def fbp(sinogram, angles, filter: str = 'ramp') -> torch.Tensor:
     if n_angles != g.shape[-1]: raise ValueError(f'fbp: {g.shape[-1]} projections but {n_angles} angles')
     diag = int(np.ceil(np.sqrt(2) * n))
     before = diag // 2 - n // 2
-    g = F.pad(g.transpose(-1, -2), (before, diag - n - before))                # (..., A, diag)
     size = max(64, int(2 ** math.ceil(math.log2(2 * diag))))
-    G = torch.fft.fft(F.pad(g, (0, size - diag)), dim=-1)
-    q = torch.fft.ifft(G * ramp_filter(size, filter, g.dtype).to(g.device), dim=-1).real[..., :diag]
+    g = F.pad(g.transpose(-1, -2), (before, size - n - before))                # (..., A, size): diag, then zeros
+    H = ramp_filter(size, filter, g.dtype).to(g.device)
+    H = (H + torch.roll(torch.flip(H, [0]), 1)) / 2            # even part: Re ifft(fft(g) H) = irfft(rfft(g) H_even)
+    q = torch.fft.irfft(torch.fft.rfft(g, dim=-1) * H[:size // 2 + 1], n=size, dim=-1)[..., :diag]
     return backproject(q.transpose(-1, -2), angles, torch.as_tensor(angle_weights(angles) / 2, dtype=g.dtype), n)
 
 # %% ../nbs/19_bonemet.ipynb #a388cb29

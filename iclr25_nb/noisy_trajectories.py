@@ -332,7 +332,7 @@ def _chol_or_sqrt(S: np.ndarray, rel: float = 1e-12) -> np.ndarray:
     except np.linalg.LinAlgError: pass
     return _psd_sqrt(S)
 
-# %% ../nbs/14_noisy_trajectories.ipynb #d86dcd35
+# %% ../nbs/14_noisy_trajectories.ipynb #31a2482a
 def _layout(C: np.ndarray, N: int) -> np.ndarray:
     """The nonzero rows (k·N, nb) of one block column, time-major, as the contiguous N × k·nb matrix whose s-th
     N × nb slice is row block s: then `.reshape(N·k, nb)` (neuron and time as one contraction index) is free."""
@@ -340,10 +340,19 @@ def _layout(C: np.ndarray, N: int) -> np.ndarray:
     return np.ascontiguousarray(C.reshape(k, N, -1).transpose(1, 0, 2).reshape(N, -1))
 
 
+def _t(a: np.ndarray) -> torch.Tensor:
+    "A torch view of a float64 array (no copy): the block products below run through torch's BLAS (MKL)."
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
+
+
 def _block_nuclear(X: list, Y: list, nb: int, Q: np.ndarray | None = None, compute_uv: bool = True):
     """SVDs of K_b = F_x[:, b]ᵀ Q̄ F_y[:, b] (B, nb, nb) from block columns in the N × k·nb layout (`_layout`):
-    per block one product Qᵀ C^x_b and one contraction over (neuron, time)."""
-    K = np.stack([(X_b if Q is None else Q.T @ X_b).reshape(-1, nb).T @ Y_b.reshape(-1, nb) for X_b, Y_b in zip(X, Y)])
+    per block one product Qᵀ C^x_b and one contraction over (neuron, time), as torch matmuls on the arrays' own
+    memory (about a fifth faster than numpy's OpenBLAS at these shapes, the same sums to round-off)."""
+    Qt = None if Q is None else _t(np.asarray(Q).T)
+    with torch.no_grad():
+        K = torch.stack([(_t(X_b) if Qt is None else Qt @ _t(X_b)).reshape(-1, nb).T @ _t(Y_b).reshape(-1, nb)
+                         for X_b, Y_b in zip(X, Y)]).numpy()
     return np.linalg.svd(K, compute_uv=compute_uv)
 
 
@@ -383,7 +392,7 @@ class DistanceResult:
     @property
     def squared(self) -> float: return self.value ** 2
 
-# %% ../nbs/14_noisy_trajectories.ipynb #681284e6
+# %% ../nbs/14_noisy_trajectories.ipynb #761e9344
 def _check_pair(x, y):
     for nm, s in (('x', x), ('y', y)):
         if not isinstance(s, GaussianProcessSummary): raise ValueError(f"{nm} must be a GaussianProcessSummary, got {type(s).__name__}")
@@ -447,7 +456,9 @@ class AlternatingAligner:
     def update(self, Q: np.ndarray, P: np.ndarray) -> np.ndarray:
         "The Q-step: Procrustes of the stack [√α m_y, √(2−α) F_y P] onto [√α m_x, √(2−α) F_x] (M = Σ_b C^x_b (C^y_b P_b)ᵀ)."
         a, nb = self.alpha, self.nb
-        M = sum(X_b @ (Y_b.reshape(-1, nb) @ P_b).reshape(Y_b.shape).T for X_b, Y_b, P_b in zip(self.X, self.Y, P))
+        with torch.no_grad():                                                # torch matmuls, as in `_block_nuclear`
+            M = sum(_t(X_b) @ (_t(Y_b).reshape(-1, nb) @ P_b).reshape(Y_b.shape).T
+                    for X_b, Y_b, P_b in zip(self.X, self.Y, _t(P))).numpy()
         return _align(a * self.mm + (2 - a) * M, self.group)
 
     def initial(self, restart: int, rng) -> np.ndarray:
