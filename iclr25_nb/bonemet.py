@@ -262,13 +262,14 @@ def angle_weights(angles) -> np.ndarray:
     twice = (th + 180 <= hi + 1e-9) | (th - 180 >= lo - 1e-9)
     return np.where(twice, 0.5, 1.0) * np.deg2rad(step)
 
-# %% ../nbs/19_bonemet.ipynb #1c7e6b5a
-def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 1 << 18) -> torch.Tensor:
+# %% ../nbs/19_bonemet.ipynb #0c1f143e
+def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 1 << 16) -> torch.Tensor:
     """Pixel-driven back-projection (linear interpolation) of projections q (..., M, A) at `angles` (degrees) onto
     slices (..., size, size) (default size M): sum_i weights_i q_i(y' cos - x' sin), zero outside the circle and
-    outside [0, M - 1] (as `np.interp(left=0, right=0)`). Only the pixels inside the circle are computed, `chunk`
-    (angle, pixel) pairs at a time: each projection becomes a table of values and slopes, q(x) = v_i + x s_i on
-    [i, i + 1], so a pair costs two 1-D gathers and one multiply-add (in reused buffers unless autograd records)."""
+    outside [0, M - 1] (as `np.interp(left=0, right=0)`). Only the pixels inside the circle are computed, about
+    `chunk` (angle, pixel) pairs at a time (cache-sized, at least 4 angles): each projection becomes a table of values
+    and slopes, q(x) = v_i + x s_i on [i, i + 1], so a pair costs two 1-D gathers and one multiply-add (in reused
+    buffers unless autograd records)."""
     q = _as_tensor(q)
     m, A = q.shape[-2], q.shape[-1]
     n = m if size is None else int(size)
@@ -288,7 +289,7 @@ def backproject(q, angles, weights=None, size: int | None = None, chunk: int = 1
     slope = slope.reshape(nb, -1)
     inside_all = m // 2 - c >= 0 and m // 2 + c <= m - 1                          # every circle pixel lands in [0, M-1]
     grad = torch.is_grad_enabled() and q.requires_grad
-    k = max(1, min(A, chunk // max(P, 1)))
+    k = max(1, min(A, max(4, chunk // max(P, 1))))                               # >= 4 angles: few Python steps
     acc = [torch.zeros(P, dtype=dt, device=dev) for _ in range(nb)]
     if not grad:                                                                 # buffers reused by every chunk
         pos_b, i_b = torch.empty(k, P, dtype=dt, device=dev), torch.empty(k, P, dtype=torch.int32, device=dev)
