@@ -110,3 +110,11 @@ def test_noisy_trajectories_block_products_agree_with_numpy():
                                    rtol=1e-12, atol=1e-12)
         M = sum(X_b @ (Y_b.reshape(-1, al.nb) @ P_b).reshape(Y_b.shape).T for X_b, Y_b, P_b in zip(al.X, al.Y, P))
         np.testing.assert_allclose(al.update(Q, P), NT._align(al.mm + M, 'orth'), rtol=1e-10, atol=1e-10)
+        if metric == 'causal':                                   # N·T = 30: the padded stack; the block path agrees
+            assert al._stack is not None
+            blocks = NT.AlternatingAligner(x, y, metric); blocks._stack = None
+            o2, _, P2 = blocks.evaluate(Q)
+            assert abs(obj - o2) <= 1e-12 * max(1.0, o2)
+            np.testing.assert_allclose(blocks.update(Q, P2), al.update(Q, P), rtol=1e-10, atol=1e-10)
+            r1, r2 = al.fit(max_iter=300), blocks.fit(max_iter=300)
+            assert abs(r1.squared - r2.squared) <= 1e-9 * max(1.0, r2.squared)
