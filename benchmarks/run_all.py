@@ -28,8 +28,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _timing import JSON_ENV, _markdown, fmt  # noqa: E402
 
-PACKAGES = ('numpy', 'scipy', 'torch', 'POT', 'scikit-learn', 'snntorch', 'spikingjelly', 'torch_geometric', 'esda',
-            'compas_fd', 'jax', 'jax_fdm', 'iclr25_nb')
+PACKAGES = ('numpy', 'scipy', 'torch', 'POT', 'scikit-learn', 'scikit-image', 'cliffordlayers', 'roma', 'networkx',
+            'snntorch', 'spikingjelly', 'torch_geometric', 'esda', 'compas_fd', 'jax', 'jax_fdm', 'pymatgen', 'rdkit',
+            'iclr25_nb')
 
 
 def discover(folder: Path, only: list[str] | None = None) -> list[tuple[str, Path | None]]:
