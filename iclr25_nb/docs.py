@@ -244,7 +244,7 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #ca2d04ee
+# %% ../nbs/04_docs.ipynb #7ac1b6ae
 def benchmarks_page(results: dict, table_md: str = '') -> dict:
     "The Benchmarks page as a notebook: `table_md` (results.md) and a plotly figure per kernel, ours vs the peer over size."
     import plotly.graph_objects as go
@@ -254,7 +254,7 @@ def benchmarks_page(results: dict, table_md: str = '') -> dict:
             if r.get('peer_s') is None or r.get('ours_s') is None or r.get('skip'): continue
             kernels.setdefault((b['name'], r.get('task') or '', r.get('peer_name') or 'peer'), []).append(r)
     m = results.get('machine', {})
-    cells = [{'cell_type': 'markdown', 'metadata': {}, 'source':
+    cells = [{'cell_type': 'markdown', 'id': 'benchmarks-table', 'metadata': {}, 'source':
               '# Benchmarks\n\nOurs against the peer library on the same work, from `python benchmarks/run_all.py'
               + (' --quick' if results.get('quick') else '') + f"` on {m.get('date', '?')}: {m.get('processor', '?')}, "
               f"{m.get('cpu_count', '?')} CPUs, load average {m.get('load_avg', '?')}. Below 1 in the ours / peer "
@@ -265,12 +265,13 @@ def benchmarks_page(results: dict, table_md: str = '') -> dict:
                          go.Scatter(x=sizes, y=[r['peer_s'] for r in rows], name=peer, mode='lines+markers')])
         fig.update_layout(title=f'{bench}: {task}', yaxis_type='log', yaxis_title='seconds', xaxis_title='size',
                           height=360, margin=dict(l=60, r=20, t=50, b=60))
-        cells.append({'cell_type': 'code', 'metadata': {'tags': ['remove_input']}, 'execution_count': None, 'source': '', 'outputs': [
+        cells.append({'cell_type': 'code', 'id': f'benchmarks-fig-{len(cells)}', 'metadata': {'tags': ['remove_input']},
+                      'execution_count': None, 'source': '', 'outputs': [
             {'output_type': 'display_data', 'metadata': {}, 'data': {PLOTLY_MIME: json.loads(fig.to_json())}}]})
     return {'cells': cells, 'metadata': {'kernelspec': {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'}},
             'nbformat': 4, 'nbformat_minor': 5}
 
-# %% ../nbs/04_docs.ipynb #40f53719
+# %% ../nbs/04_docs.ipynb #3807e024
 def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[str] | None = None,
                timeout: int = 900) -> Path:
     """Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`. The notebooks come
@@ -288,7 +289,7 @@ def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[st
     import nbformat, plotly, jupyter_server_mathjax
     if only is not None:
         wanted = set(only) | {'index'}
-        unknown = sorted(wanted - {p.stem for p in files})
+        unknown = sorted(wanted - {p.stem for p in files} - {'benchmarks'})      # benchmarks: the generated page
         if unknown: raise ValueError(f"no notebook(s) {unknown} in {nbs}; there are {[p.stem for p in files]}")
         files = [p for p in files if p.stem in wanted]
     files.sort(key=lambda p: (p.stem != 'index', p.stem))
@@ -309,7 +310,7 @@ def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[st
             (src / f.name).write_text(json.dumps(done), encoding='utf-8')
             pages.append((f.name, _title(nb, f.stem)))
         bench = nbs.parent / 'benchmarks' / 'results'                         # the Benchmarks page, when measured
-        if only is None and (bench / 'results.json').exists():
+        if (only is None or 'benchmarks' in only) and (bench / 'results.json').exists():
             md = (bench / 'results.md').read_text(encoding='utf-8') if (bench / 'results.md').exists() else ''
             page = finish_notebook(benchmarks_page(json.loads((bench / 'results.json').read_text(encoding='utf-8')), md))
             (src / 'benchmarks.ipynb').write_text(json.dumps(page), encoding='utf-8')

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.filterwarnings("error::UserWarning")
+
 from iclr25_nb.docs import PLOTLY_MIME, benchmarks_page, finish_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,4 +23,4 @@ def test_benchmarks_page_from_the_committed_table():
     assert len(figs) == len(kernels) > 0
     assert all(len(c['outputs'][0]['data'][PLOTLY_MIME]['data']) == 2 for c in figs)    # ours and the peer
     assert 'load average' in page['cells'][0]['source'] and '| benchmark |' in page['cells'][0]['source']
-    nbformat.validate(nbformat.from_dict(finish_notebook(page)))
+    nbformat.validate(nbformat.from_dict(finish_notebook(page)))          # cells have ids: no MissingIDFieldWarning
