@@ -28,8 +28,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _timing import JSON_ENV, _markdown, fmt  # noqa: E402
 
-PACKAGES = ('numpy', 'scipy', 'torch', 'POT', 'scikit-learn', 'snntorch', 'spikingjelly', 'torch_geometric', 'esda',
-            'compas_fd', 'jax', 'jax_fdm', 'iclr25_nb')
+PACKAGES = ('numpy', 'scipy', 'torch', 'POT', 'scikit-learn', 'scikit-image', 'cliffordlayers', 'roma', 'networkx',
+            'snntorch', 'spikingjelly', 'torch_geometric', 'esda', 'compas_fd', 'jax', 'jax_fdm', 'pymatgen', 'rdkit',
+            'iclr25_nb')
 
 
 def discover(folder: Path, only: list[str] | None = None) -> list[tuple[str, Path | None]]:
@@ -80,6 +81,8 @@ def run_one(name: str, path: Path | None, quick: bool, timeout: float, out_dir: 
     res.update(command=' '.join([Path(cmd[0]).name, *cmd[1:]]), quick=quick_ok)
     fd, jpath = tempfile.mkstemp(prefix=f'bench_{name}_', suffix='.jsonl'); os.close(fd)
     env = {**os.environ, JSON_ENV: jpath}
+    try: res['load_avg_start'] = [round(x, 2) for x in os.getloadavg()]
+    except OSError: pass
     t0 = time.perf_counter()
     # its own session, so that a timeout ends the benchmark and whatever it started (servers, browsers), and only those
     p = subprocess.Popen(cmd, cwd=HERE.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -122,7 +125,8 @@ def to_markdown(info: dict, results: list[dict], quick: bool) -> str:
     v = ', '.join(f'{k} {x}' for k, x in info['versions'].items())
     head = [f"# Benchmarks ({'--quick' if quick else 'full'}), {info['date']}", '',
             f"Machine: {info['processor']}, {info['cpu_count']} CPUs, {info['platform']}, Python {info['python']}; "
-            f"torch threads {info.get('torch_threads')}; load average {info.get('load_avg')}"
+            f"torch threads {info.get('torch_threads')}; load average (1, 5, 15 min) {info.get('load_avg')} at the start, "
+            f"{info.get('load_avg_end')} at the end"
             + (f"; env {info['env']}" if info['env'] else '') + '.', '', f'Versions: {v}.', '',
             'ours / peer below 1: ours is faster (each benchmark: median of its repeats, both sides in the same run).', '', '']
     body = []
@@ -138,8 +142,9 @@ def to_markdown(info: dict, results: list[dict], quick: bool) -> str:
                          '', '', '', '', '', '', fmt(b['seconds'])))
     table = _markdown(['benchmark', 'task', 'size', 'peer', 'ours (s)', 'peer (s)', 'ours / peer', 'agreement',
                        'script (s)'], body)
-    per = [f"{b['name']}: {b['status']}, {fmt(b['seconds'])} s" + (' (--quick)' if b['quick'] else '') for b in results]
-    return '\n'.join(head) + table + '\n\nPer script: ' + '; '.join(per) + '.\n'
+    per = [f"{b['name']}: {b['status']}, {fmt(b['seconds'])} s" + (' (--quick)' if b['quick'] else '')
+           + (f", load {b['load_avg_start'][0]}" if b.get('load_avg_start') else '') for b in results]
+    return '\n'.join(head) + table + '\n\nPer script (seconds, 1-minute load average when it started): ' + '; '.join(per) + '.\n'
 
 
 def main(argv=None):
@@ -157,6 +162,8 @@ def main(argv=None):
         print(f'{name} ...', end=' ', flush=True)
         res = run_one(name, path, a.quick, timeout, a.out); results.append(res)
         print(res['status'], f"{res['seconds']} s" if res['seconds'] is not None else '', res.get('reason', ''), flush=True)
+    try: info['load_avg_end'] = [round(x, 2) for x in os.getloadavg()]
+    except OSError: pass
     md = to_markdown(info, results, a.quick)
     (a.out / 'results.md').write_text(md)
     (a.out / 'results.json').write_text(json.dumps({'machine': info, 'quick': a.quick, 'benchmarks': results}, indent=1))

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['log', 'SKIP_FLAGS', 'LIVE_MIMES', 'LOADER_MIMES', 'CDN_HOSTS', 'PLOTLY_MIME', 'LIVE_NOTE', 'prepare_notebook',
-           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'build_docs']
+           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'benchmarks_page', 'build_docs']
 
 # %% ../nbs/04_docs.ipynb #095a13db
 import ast
@@ -244,7 +244,34 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #07934fa1
+# %% ../nbs/04_docs.ipynb #7ac1b6ae
+def benchmarks_page(results: dict, table_md: str = '') -> dict:
+    "The Benchmarks page as a notebook: `table_md` (results.md) and a plotly figure per kernel, ours vs the peer over size."
+    import plotly.graph_objects as go
+    kernels = {}
+    for b in results.get('benchmarks', []):
+        for r in b.get('rows', []):
+            if r.get('peer_s') is None or r.get('ours_s') is None or r.get('skip'): continue
+            kernels.setdefault((b['name'], r.get('task') or '', r.get('peer_name') or 'peer'), []).append(r)
+    m = results.get('machine', {})
+    cells = [{'cell_type': 'markdown', 'id': 'benchmarks-table', 'metadata': {}, 'source':
+              '# Benchmarks\n\nOurs against the peer library on the same work, from `python benchmarks/run_all.py'
+              + (' --quick' if results.get('quick') else '') + f"` on {m.get('date', '?')}: {m.get('processor', '?')}, "
+              f"{m.get('cpu_count', '?')} CPUs, load average {m.get('load_avg', '?')}. Below 1 in the ours / peer "
+              'column, ours is faster.\n\n' + (table_md.split('\n', 1)[1].strip() if table_md.startswith('# ') else table_md)}]
+    for (bench, task, peer), rows in kernels.items():
+        sizes = [str(r.get('size')) for r in rows]
+        fig = go.Figure([go.Scatter(x=sizes, y=[r['ours_s'] for r in rows], name='ours', mode='lines+markers'),
+                         go.Scatter(x=sizes, y=[r['peer_s'] for r in rows], name=peer, mode='lines+markers')])
+        fig.update_layout(title=f'{bench}: {task}', yaxis_type='log', yaxis_title='seconds', xaxis_title='size',
+                          height=360, margin=dict(l=60, r=20, t=50, b=60))
+        cells.append({'cell_type': 'code', 'id': f'benchmarks-fig-{len(cells)}', 'metadata': {'tags': ['remove_input']},
+                      'execution_count': None, 'source': '', 'outputs': [
+            {'output_type': 'display_data', 'metadata': {}, 'data': {PLOTLY_MIME: json.loads(fig.to_json())}}]})
+    return {'cells': cells, 'metadata': {'kernelspec': {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'}},
+            'nbformat': 4, 'nbformat_minor': 5}
+
+# %% ../nbs/04_docs.ipynb #3807e024
 def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[str] | None = None,
                timeout: int = 900) -> Path:
     """Build the site from the notebooks in `nbs` into `out` (see the steps above). Returns `out`. The notebooks come
@@ -262,7 +289,7 @@ def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[st
     import nbformat, plotly, jupyter_server_mathjax
     if only is not None:
         wanted = set(only) | {'index'}
-        unknown = sorted(wanted - {p.stem for p in files})
+        unknown = sorted(wanted - {p.stem for p in files} - {'benchmarks'})      # benchmarks: the generated page
         if unknown: raise ValueError(f"no notebook(s) {unknown} in {nbs}; there are {[p.stem for p in files]}")
         files = [p for p in files if p.stem in wanted]
     files.sort(key=lambda p: (p.stem != 'index', p.stem))
@@ -282,6 +309,12 @@ def build_docs(nbs: Path | str = 'nbs', out: Path | str = '_docs', only: list[st
             nbformat.validate(nbformat.from_dict(done))
             (src / f.name).write_text(json.dumps(done), encoding='utf-8')
             pages.append((f.name, _title(nb, f.stem)))
+        bench = nbs.parent / 'benchmarks' / 'results'                         # the Benchmarks page, when measured
+        if (only is None or 'benchmarks' in only) and (bench / 'results.json').exists():
+            md = (bench / 'results.md').read_text(encoding='utf-8') if (bench / 'results.md').exists() else ''
+            page = finish_notebook(benchmarks_page(json.loads((bench / 'results.json').read_text(encoding='utf-8')), md))
+            (src / 'benchmarks.ipynb').write_text(json.dumps(page), encoding='utf-8')
+            pages.append(('benchmarks.ipynb', 'Benchmarks'))
         cfg = Path(tmp) / 'mkdocs.yml'
         cfg.write_text(json.dumps(_site_config(src, pages)), encoding='utf-8')   # JSON is YAML
         if out.exists(): shutil.rmtree(out)
