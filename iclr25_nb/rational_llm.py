@@ -1563,7 +1563,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/12_rational_llm.ipynb #60155faf
+# %% ../nbs/12_rational_llm.ipynb #61affc14
 _AGENT_NAMES = {'humans': 'humans', 'ev_cot': 'EV-softmax agent (control)', 'human_like': 'human-like agent (control)'}
 
 
@@ -1649,7 +1649,7 @@ def explorer(autostart: bool = False, **config):
     base = RationalConfig.quick(**{'batch': 100, **config})
     controls = {'human_lam': pn.widgets.FloatSlider(label="humans' loss aversion lambda (new run)", start=1.0, end=4.0,
                                                     step=0.25, value=base.human_lam),
-                'cot_beta': pn.widgets.Select(label="CoT candidate's sensitivity beta (new run)",
+                'cot_beta': pn.widgets.Select(label="EV-softmax agent's sensitivity beta (new run)",
                                               options=[0.05, 0.2, 0.5, 2.0, 10.0], value=base.cot_beta),
                 'n_problems': pn.widgets.Select(label='problems (new run)', options=[500, 1000, 2000, 5000],
                                                 value=base.n_problems)}
@@ -1663,5 +1663,5 @@ def explorer(autostart: bool = False, **config):
                                                n_problems=int(n_problems)), seed=0)
     return LiveView(make, explorer_render, controls, None, view_controls, autostart=autostart, ncols=2,
                     title='Rational LLM: do models assume people are more rational than they are?',
-                    description="Simulated people (CPT agents) and candidate LLMs answer the paper's prompts; the "
-                                "EV-like candidate's gap over the humans should exclude 0, the human-like one's not.")
+                    description="Simulated people (calibrated CPT agents), the EV-softmax reference and Gemma 3 270M "
+                                "answer the paper's prompts: D = r(., EV) - r(., humans) per agent, with the nulls.")
