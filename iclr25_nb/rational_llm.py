@@ -1097,7 +1097,7 @@ def spearman_vs(ranks, human_ranks) -> float:
     if a.shape != b.shape: raise ValueError(f"rankings differ in length: {a.shape} vs {b.shape}")
     return float(spearmanr(a, b).statistic)
 
-# %% ../nbs/12_rational_llm.ipynb #85947f11
+# %% ../nbs/12_rational_llm.ipynb #9f21b22a
 AGENTS = ('humans', 'ev_cot', 'human_like')
 CANDIDATES = ('ev_cot', 'human_like')
 ZOO = {'EV': EV, 'EU': EU, 'PT': PT, 'CPT': CPT, 'MLP': MLPModel}
@@ -1119,7 +1119,7 @@ class RationalConfig(ConfigBase):
     human_beta: float = bound(0.1, gt=0)          # their softmax sensitivity  } calibrated to choices13k: r(rate, EV)
     human_noise: float = bound(1.0, ge=0)         # per-problem logit noise    } 0.49, held-out MSE CPT / EV 0.76
     cot_beta: float = bound(2.0, gt=0)            # the EV-softmax agent (the rational reference, a control)
-    llm_problems: int = bound(40, ge=3)           # problems put to the language model (two-outcome machines)
+    llm_problems: int = bound(24, ge=3)           # problems put to the language model (two-outcome machines)
     llm_batch: int = bound(2, ge=1)               # of them per step
     llm_samples: int = bound(17, ge=1)            # one-token answers per problem (the paper: one per participant)
     llm_temperature: float = bound(0.7, gt=0)     # the paper's sampling temperature
@@ -1410,7 +1410,7 @@ class RationalExperiment(Experiment):
 
 make_experiment = RationalExperiment.from_preset
 
-# %% ../nbs/12_rational_llm.ipynb #e3ab99b7
+# %% ../nbs/12_rational_llm.ipynb #3ee17297
 # Thresholds fixed before seeds 0-2 ran (committed first; see the git history).
 D_LO_MIN = Threshold(0.05, set='before', note="the model aligns more with EV than with people: the lower 95% "
                      "bootstrap bound of D = r(LLM, EV) - r(LLM, humans) above 0.05")
@@ -1425,7 +1425,7 @@ NOTES = [
     "endpoint (llm_url, llm_model); the EV-softmax agent is the rational reference (a control), not the candidate.",
     "People are simulated: CPT agents (TK92 parameters) with a per-problem logit noise, calibrated to two facts of the "
     "real choices13k (r(bRate, EV) = 0.49, held-out MSE CPT / EV = 0.76); choices13k is not shipped (no licence).",
-    "The language model answers the first 40 generated problems whose machines have at most two outcomes (short "
+    "The language model answers the first 24 generated problems whose machines have at most two outcomes (short "
     "prompts), zero-shot only; chain-of-thought and the aggregate mode are not run with the local model.",
     "Generated answers are drawn from the exact next-token distribution (17 one-token samples at T = 0.7 per prompt, "
     "as the paper's max_tokens = 1 protocol), not by 17 separate calls.",
