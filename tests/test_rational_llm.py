@@ -511,7 +511,7 @@ def test_local_llm_scores_the_letters(ps):
     "Gemma 3 270M in-process: both scorings from one forward pass; a prompt past the context is skipped, not fatal."
     from iclr25_nb import llm
     sc = R.LetterScorer(llm.local_llm(threads=1))
-    sub = ps.subset(R.llm_subset(ps, 1))
+    sub = ps.subset(R.llm_subset(ps, 3)[:1])
     res = R.local_forward(sc, sub, n_samples=17)
     r = res['individual']
     assert 0 < r['lik'][0] < 1 and 0 < r['mass'][0] <= 1 and r['n_a'] + r['n_b'] + r['n_other'] == 17
