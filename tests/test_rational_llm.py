@@ -324,24 +324,173 @@ def test_loader_missing_files(tmp_path, c13k):
     with pytest.raises(ValueError, match='no such file'): R.load_c13k(c13k[0], tmp_path / 'nope.json')
 
 
-# ---- the experiment and a real model -------------------------------------------------------------------------------
-def test_small_experiment_runs_and_resumes():
-    kw = dict(n_problems=100, batch=50, folds=2, zoo=('EV', 'CPT'), inverse_reps=1, inverse_people=3)
-    exp = R.make_experiment('quick', **kw)
-    for _ in range(3): exp.step(); exp.step_count += 1
+# ---- the real choices13k layout --------------------------------------------------------------------------------------
+_REAL_CSV = """Problem,Feedback,n,Block,Ha,pHa,La,Hb,pHb,Lb,LotShapeB,LotNumB,Amb,Corr,bRate,bRate_std,BEAST_1,BEAST_2,BEAST_3,BEAST_4,BEAST_5
+1,True,15,2,30,0.9,-2,25,0.1,20,0,1,False,0,0.6,0.38,0.44,0.33,0.25,0.25,0.23
+2,True,16,4,12,0.6,-15,10,0.25,-4,0,1,True,-1,0.5,0.41,0.54,0.44,0.41,0.41,0.39
+3,False,17,1,3,1.0,3,40,0.75,-30,1,2,False,0,0.25,0.39,0.2,0.23,0.24,0.24,0.24
+3,True,17,3,3,1.0,3,40,0.75,-30,1,2,False,0,0.3125,0.35,0.2,0.23,0.24,0.24,0.24
+4,True,15,5,20,1.0,20,50,0.5,-20,2,3,False,1,0.4,0.45,0.4,0.5,0.51,0.52,0.51
+"""
+# The official JSON: row index -> {"B": [[p, x], ...], "A": [...]}, B first, a p = 0 outcome kept for one-outcome A.
+_REAL_JSON = {"0": {"B": [[0.9, 20.0], [0.1, 25.0]], "A": [[0.9, 30.0], [0.09999999999999998, -2.0]]},
+              "1": {"B": [[0.75, -4.0], [0.25, 10.0]], "A": [[0.6, 12.0], [0.4, -15.0]]},
+              "2": {"B": [[0.25, -30.0], [0.375, 39.5], [0.375, 40.5]], "A": [[1.0, 3.0], [0.0, 3.0]]},
+              "3": {"B": [[0.25, -30.0], [0.375, 39.5], [0.375, 40.5]], "A": [[1.0, 3.0], [0.0, 3.0]]},
+              "4": {"B": [[0.5, -20.0], [0.25, 48.0], [0.125, 50.0], [0.125, 54.0]], "A": [[1.0, 20.0], [0.0, 20.0]]}}
+
+
+def test_loader_reads_the_real_layout(tmp_path):
+    "A small hand-written file in the official column layout (extra BEAST columns, True/False, B before A, p = 0)."
+    csv, js = tmp_path / 'c13k_selections.csv', tmp_path / 'c13k_problems.json'
+    csv.write_text(_REAL_CSV); js.write_text(json.dumps(_REAL_JSON))
+    data = R.load_c13k(csv, js)
+    assert len(data) == 5 and np.allclose(data.rates, [0.6, 0.5, 0.25, 0.3125, 0.4]) and list(data.n) == [15, 16, 17, 17, 15]
+    assert data[2].meta['Feedback'] is False and data[1].meta['Amb'] is True and len(data[2].A) == 1
+    assert np.allclose(data.ev_b, [20.5, -0.5, 22.5, 22.5, 15.0]) and np.isclose(data[0].A.ev, 26.8)
+    ours = R.cpc_problem(20, 1.0, 20, 50, 0.5, -20, 2, 3)                    # the generator's rule gives the same B
+    assert ours.B == data[4].B
+    text = R.render_prompt(data[1], rng=0)[-1]['content']
+    assert '$-15 with 40% chance' in text and '-$' not in text               # money as the official prompts write it
+
+
+# ---- by construction: the simulated people and the controls --------------------------------------------------------
+def test_ev_agent_is_more_ev_aligned_than_cpt_people(ps):
+    "The old headline holds by construction: an EV-softmax agent against CPT agents, through the prompts."
+    sub = ps.subset(range(600))
+    ev = R.ev_choice(sub)
+    humans = R.simulate_rates(R.CPT(**R.TK92, beta=0.1), sub, 85, rng=0)
+    agent = R.ask(R.ModelBackedClient(R.EV(beta=2.0), seed=0), sub, 'individual', 'cot')['rates']
+    gap = R.rationality_gap(agent, humans, ev, n_boot=200)
+    assert gap['gap_ci'][0] > 0.2 and gap['ev_minus_human_ci'][0] > 0.2
+    al = R.ev_alignment(agent, humans, ev, n_boot=200)
+    assert al['d_lo'] > R.D_LO_MIN
+    lam = R.fit(R.CPT(), sub, agent, loss='ce').params['lam']             # its implied model has no loss aversion
+    assert abs(lam - 1) < 0.3
+
+
+def test_calibrated_people_match_choices13k_facts():
+    "human_noise and human_beta put r(rate, EV) near 0.49 and the held-out MSE ratio CPT / EV near 0.76."
+    c = R.RationalConfig.quick()
+    P = R.make_problems(1500, seed=5)
+    p = R.human_prob_b(R.CPT(**R.TK92, beta=c.human_beta), P, c.human_noise, rng=1)
+    rates = np.random.default_rng(2).binomial(85, p) / 85
+    assert abs(R._r0(rates, R.ev_choice(P)) - 0.49) < 0.07
+    cv = {m: R.cross_validate(R.ZOO[m](), P, rates, k=3, seed=0, loss='ce')['mean'] for m in ('EV', 'CPT')}
+    assert 0.6 < cv['CPT'] / cv['EV'] < 0.92
+    noiseless = R.simulate_rates(R.CPT(**R.TK92, beta=c.human_beta), P, 85, rng=1)
+    assert R._r0(noiseless, R.ev_choice(P)) > R._r0(rates, R.ev_choice(P)) + 0.08
+
+
+def test_inverse_rational_observer_tracks_simulated_people():
+    "By construction (the simulated observers use the same utilities): Spearman >= 0.85; a random observer does not."
+    sit = R.enumerate_situations()
+    human = R.human_inverse_ranks(sit, 10, seed=0)
+    u = R.prior_samples(4000, seed=1)
+    W = R.pairwise_win_matrix(R.ModelBackedObserver(R.absolute_utility, 0.05, u=u, seed=0), sit, 1, seed=0)['wins']
+    N = R.pairwise_win_matrix(R.ModelBackedObserver(R.absolute_utility, np.inf, u=u, seed=1), sit, 1, seed=1)['wins']
+    assert R.spearman_vs(R.pairwise_to_ranking(W)[1], human) >= 0.85
+    assert R.spearman_vs(R.pairwise_to_ranking(N)[1], human) < 0.6
+
+
+def test_cv_folds_never_share_problems():
+    exp = R.RationalExperiment(R.RationalConfig.quick(n_problems=100, llm_problems=5), llm=(None, None, 'none'))
+    from iclr25_nb.core import overlap_count
+    for f in range(exp.config.folds):
+        train, test = exp._split(f)
+        assert overlap_count(train.tolist(), test.tolist()) == 0 and len(train) + len(test) == 100
+
+
+# ---- the language model: scoring, metric, nulls, endpoint ----------------------------------------------------------
+class _Stub:
+    "A scorer with a three-token vocabulary: 'A', 'B', other; P(B) follows EV(B) - EV(A) when `follow_ev`."
+    def __init__(self, follow_ev=False): self.follow_ev, self.calls = follow_ev, 0
+    def letter_ids(self): return {'A': [0], 'B': [1]}
+    def logprobs(self, messages):
+        self.calls += 1
+        q = R.parse_problem(messages[-1]['content']) if self.follow_ev else None
+        pb = 0.95 if (q is not None and q.B.ev >= q.A.ev) else 0.05
+        return np.log([0.8 * (1 - pb), 0.8 * pb, 0.2])
+
+
+def test_score_letters_and_alignment_metric(ps):
+    sc = R.score_letters(np.log([0.2, 0.6, 0.2]), {'A': [0], 'B': [1]}, n_samples=4000, temperature=1.0, rng=0)
+    assert abs(sc['p_lik'] - 0.75) < 1e-12 and abs(sc['p_gen'] - 0.75) < 0.03 and abs(sc['mass'] - 0.8) < 1e-12
+    sub = ps.subset(range(300))
+    ev, humans = R.ev_choice(sub), R.simulate_rates(R.CPT(**R.TK92, beta=0.1), sub, 85, rng=0)
+    assert R.ev_alignment(np.zeros(300), humans, ev) == {'r_ev': 0.0, 'r_humans': 0.0, 'n': 300, 'd': 0.0,
+                                                        'd_lo': 0.0, 'd_hi': 0.0}
+    nulls = R.blind_choices(sub, rng=0)
+    for name, v in nulls.items(): assert R.ev_alignment(v, humans, ev)['d_lo'] < R.D_LO_MIN, name
+    with pytest.raises(ValueError, match='at least 3'): R.ev_alignment([np.nan] * 3, [0, 1, 0], [1, 0, 1])
+
+
+def test_local_forward_with_stub_models(ps):
+    sub = ps.subset(range(40))
+    out = R.local_forward(_Stub(follow_ev=True), sub, n_samples=17, seed=0)
+    ev = R.ev_choice(sub)
+    assert np.array_equal(R.binarise(out['individual']['lik']), ev) and np.allclose(out['simulate']['mass'], 0.8)
+    assert R.ev_alignment(out['individual']['gen'], R.simulate_rates(R.CPT(**R.TK92, beta=.1), sub, 85, rng=0),
+                          ev)['d'] > 0.3
+    abl = R.local_forward(_Stub(), sub, n_samples=17, seed=0, probs=False)     # prompts without probabilities
+    assert np.allclose(abl['individual']['lik'], 0.05)
+
+
+def test_experiment_with_a_stub_model_runs_and_resumes():
+    kw = dict(n_problems=100, batch=50, folds=2, zoo=('EV', 'CPT'), inverse_reps=1, inverse_people=3, llm_problems=6,
+              llm_batch=3)
+    exp = R.RationalExperiment(R.RationalConfig.quick(**kw), llm=(None, _Stub(True), 'stub'))
+    for _ in range(4): exp.step(); exp.step_count += 1
     state = exp.state_dict()
-    exp2 = R.make_experiment('quick', **kw)
+    exp2 = R.RationalExperiment(R.RationalConfig.quick(**kw), llm=(None, _Stub(True), 'stub'))
     exp2.load_state_dict(state)
-    assert np.array_equal(np.nan_to_num(exp2.answers['ev_cot'], nan=-1), np.nan_to_num(exp.answers['ev_cot'], nan=-1))
+    assert np.array_equal(np.nan_to_num(exp2.llm_rates['individual/lik'], nan=-1),
+                          np.nan_to_num(exp.llm_rates['individual/lik'], nan=-1))
     exp.run(); exp2.run()
     assert exp.fitted == exp2.fitted and np.array_equal(exp.wins['llm'], exp2.wins['llm'])
-    assert set(R.explorer_render(exp.snapshot(), [])) >= {'gap', 'who is rational', 'inverse'}
+    al = exp.alignment(n_boot=100)
+    assert abs(al['individual/lik']['r_ev'] - 1) < 1e-9 and set(R.NULLS) <= {k[5:] for k in al if k.startswith('null/')}
+    assert set(R.explorer_render(exp.snapshot(), [])) >= {'alignment', 'llm scatter', 'who is rational', 'inverse'}
+
+
+def test_endpoint_config_uses_an_openai_compatible_server(monkeypatch):
+    "llm_url / llm_model point the run at any OpenAI-compatible endpoint: here a stub server on loopback (no network)."
+    import http.server, threading
+    seen = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+            seen.append(body)
+            out = json.dumps({'choices': [{'message': {'content': 'B'}}]}).encode()
+            self.send_response(200); self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(out))); self.end_headers(); self.wfile.write(out)
+        def log_message(self, *a): pass
+    srv = http.server.HTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f'http://127.0.0.1:{srv.server_address[1]}/v1'
+        cfg = R.RationalConfig.quick(n_problems=60, llm_problems=4, llm_batch=4, llm_samples=3, llm_url=url,
+                                     llm_model='my-model')
+        monkeypatch.setattr('iclr25_nb.llm.local_available', lambda: (False, 'not in this test'))
+        client, scorer, name = R.make_llm(cfg)
+        assert scorer is None and client.model == 'my-model' and 'my-model' in name
+        exp = R.RationalExperiment(cfg, llm=(client, None, name))
+        exp._llm_step(0)
+        assert np.allclose(exp.llm_rates['individual/gen'], 1.0) and np.isnan(exp.llm_rates['individual/lik']).all()
+        assert len(seen) == 4 * 2 * 3 and seen[0]['model'] == 'my-model' and seen[0]['max_tokens'] == 1
+        assert abs(seen[0]['temperature'] - 0.7) < 1e-12
+    finally:
+        srv.shutdown()
+    monkeypatch.setenv('ICLR25_LLM_BASE_URL', 'http://example.invalid/v1')
+    assert R._env_llm({})['llm_url'] == 'http://example.invalid/v1' and R._env_llm({'llm_url': 'http://x'})['llm_url'] == 'http://x'
+    with pytest.raises(ValueError, match='llm_url'): R.RationalConfig.quick(llm_url='ftp://nope')
 
 
 def test_experiment_on_user_files(c13k):
     csv, js = c13k
     exp = R.make_experiment('quick', c13k_csv=str(csv), c13k_json=str(js), folds=2, zoo=('EV', 'CPT'),
-                            inverse_reps=1, inverse_people=3)
+                            inverse_reps=1, inverse_people=3, llm_problems=3)
     exp.step()
     assert np.allclose(exp.answers['humans'], np.linspace(0, 1, 30)) and exp.N == 30
     with pytest.raises(ValueError, match='together'): R.make_experiment('quick', c13k_csv=str(csv))
@@ -359,11 +508,20 @@ def _local():
 
 @pytest.mark.skipif(not _local()[0], reason=f"local LLM unavailable: {_local()[1]}")
 def test_local_llm_scores_the_letters(ps):
-    "Gemma 3 270M in-process: P(B) from the letters' log-likelihoods after a short prompt (skipped without [llm])."
+    "Gemma 3 270M in-process: both scorings from one forward pass; a prompt past the context is skipped, not fatal."
     from iclr25_nb import llm
-    sub = ps.subset([i for i, q in enumerate(ps.problems) if q.meta['LotShapeB'] == 0][:1])
-    res = R.ask_logprobs(llm.local_llm(), sub, 'individual', frame=False)
-    assert res['rates'].shape == (1,) and 0 < res['rates'][0] < 1
+    sc = R.LetterScorer(llm.local_llm(threads=1))
+    sub = ps.subset(R.llm_subset(ps, 3)[:1])
+    res = R.local_forward(sc, sub, n_samples=17)
+    r = res['individual']
+    assert 0 < r['lik'][0] < 1 and 0 < r['mass'][0] <= 1 and r['n_a'] + r['n_b'] + r['n_other'] == 17
+    assert sc.letter_ids()['A'] and sc.letter_ids()['B']
+    long = R.Problem(R.Gamble(np.arange(600.0), np.full(600, 1 / 600)), R.Gamble([1.0], [1.0]))
+    from iclr25_nb.core import Report, item_failures
+    rep = Report('rational_llm')
+    with item_failures(rep):
+        out = R.local_forward(sc, R.ProblemSet([long]), modes=('simulate',))
+    assert np.isnan(out['simulate']['lik'][0]) and sc.skipped >= 1
 
 
 @pytest.mark.slow
