@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound
 from .core import ITEM_ERRORS, count_item_failure, item_failures
 
 log = logging.getLogger(__name__)
@@ -1419,8 +1419,9 @@ HUMAN_R_EV_MIN = Threshold(0.39, set='before', note="simulated people calibrated
 HUMAN_R_EV_MAX = Threshold(0.59, set='before')
 CV_RATIO_MIN = Threshold(0.6, set='before', note="choices13k: held-out MSE of CPT / EV = 0.76")
 CV_RATIO_MAX = Threshold(0.92, set='before')
-# Declared after seeds 0-2 (what most seeds show): is each headline reproduced for this model?
-DECLARED = {'individual/gen': False, 'simulate/gen': False, 'individual/lik': False, 'simulate/lik': False}
+# Declared after seeds 0-2: is each headline reproduced for this model? MIXED where the seeds split (predict by
+# likelihood clears the bar on seed 1 only, through a negative correlation with people, not by tracking EV)
+DECLARED = {'individual/gen': False, 'simulate/gen': False, 'individual/lik': MIXED, 'simulate/lik': False}
 NOTES = [
     "The candidate is a real language model: Gemma 3 270M (Q4_K_M, llama-cpp-python, local), or any OpenAI-compatible "
     "endpoint (llm_url, llm_model); the EV-softmax agent is the rational reference (a control), not the candidate.",
