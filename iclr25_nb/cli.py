@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument('--out', type=Path, default=Path('reports'), help='folder for report.md/.json/.html per paper')
     r.add_argument('--check', action='store_true',
                    help='exit 1 if a claim does not hold (with --ablate: if a headline claim still holds)')
+    r.add_argument('--set', action='append', default=[], metavar='FIELD=VALUE',
+                   help="pass FIELD=VALUE to the paper's reproduce, where it takes it (e.g. rational_llm's llm_url, "
+                        "llm_model); the report's meta records it")
     t = sub.add_parser('train', help='train one experiment headless, with checkpoints')
     t.add_argument('paper', type=_paper_name, metavar='PAPER', help="a paper's short name, or 'demo'")
     t.add_argument('--preset', choices=['quick', 'full'], default='quick')
@@ -128,9 +131,25 @@ def _set_threads(threads: int):
     torch.set_num_threads(threads)
 
 
-def reproduce_one(name: str, preset: str, seed: int, ablate: bool, device: str, folder) -> dict:
-    "Run one paper's reproduction, save its report in `folder`, return it as a dict (figures left out)."
-    report = get_paper(name).load().reproduce(preset=preset, seed=seed, ablate=ablate, device=device)
+def _check_overrides(fn, name: str, overrides: dict):
+    "A ValueError naming what `reproduce` of paper `name` takes, when it cannot take every field of `overrides`."
+    import inspect
+    params = inspect.signature(fn).parameters
+    if not overrides or any(p.kind == p.VAR_KEYWORD for p in params.values()): return
+    fixed = {'preset', 'seed', 'ablate', 'data', 'device'}
+    bad = sorted(k for k in overrides if k not in params or k in fixed)
+    if bad: raise ValueError(f"{name}: reproduce takes no --set {', '.join(bad)} (it takes: "
+                             f"{', '.join(k for k in params if k not in fixed) or 'no fields'})")
+
+
+def reproduce_one(name: str, preset: str, seed: int, ablate: bool, device: str, folder,
+                  overrides: dict | None = None) -> dict:
+    """Run one paper's reproduction, save its report in `folder`, return it as a dict (figures left out).
+    `overrides`: keyword arguments for the paper's `reproduce` (`--set`), recorded in the report's meta."""
+    fn = get_paper(name).load().reproduce
+    _check_overrides(fn, name, overrides or {})
+    report = fn(preset=preset, seed=seed, ablate=ablate, device=device, **(overrides or {}))
+    if overrides: report.meta['overrides'] = {k: str(v) for k, v in overrides.items()}
     paths = report.save(folder)
     return {**report.to_dict(figures=False), 'markdown': report.to_markdown(), 'path': str(paths['md'])}
 
@@ -138,7 +157,8 @@ def reproduce_one(name: str, preset: str, seed: int, ablate: bool, device: str, 
 def _run_seeds(name: str, args, seeds: list[int], folder: Path) -> list[dict]:
     "The reports of paper `name` for `seeds`, in seed order, run `args.jobs` at a time."
     where = lambda seed: folder / f"seed-{seed}" if len(seeds) > 1 else folder
-    job = lambda seed: (name, args.preset, seed, args.ablate, args.device, where(seed))
+    overrides = _parse_set(getattr(args, 'set', []))
+    job = lambda seed: (name, args.preset, seed, args.ablate, args.device, where(seed), overrides)
     if args.jobs <= 1 or len(seeds) == 1: return [reproduce_one(*job(seed)) for seed in seeds]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor

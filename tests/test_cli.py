@@ -193,3 +193,16 @@ def test_app_page_with_a_missing_extra_names_it(monkeypatch):
     monkeypatch.setattr(core.Paper, 'load', load)
     alert = app.paper_page('molleo')
     assert "pip install 'iclr25_nb[molleo]'" in alert.object and 'could not be built' in alert.object
+
+
+def test_reproduce_set_passes_fields_or_names_what_it_takes():
+    "`iclr25 reproduce P --set FIELD=VALUE` reaches P's reproduce when it takes FIELD, else one clear error."
+    from iclr25_nb.cli import _check_overrides, build_parser
+    def fixed(preset='quick', seed=0, ablate=False, data=None, device='cpu', llm_url=None): pass
+    def loose(preset='quick', seed=0, ablate=False, data=None, device='cpu', **overrides): pass
+    _check_overrides(fixed, 'p', {'llm_url': 'http://127.0.0.1:8080/v1'})
+    _check_overrides(loose, 'p', {'anything': 1})
+    with pytest.raises(ValueError, match=r"p: reproduce takes no --set bogus, seed \(it takes: llm_url\)"):
+        _check_overrides(fixed, 'p', {'bogus': 1, 'seed': 3})
+    args = build_parser().parse_args(['reproduce', 'rational_llm', '--set', 'llm_model=gemma', '--set', 'n=3'])
+    assert args.set == ['llm_model=gemma', 'n=3']
