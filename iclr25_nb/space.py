@@ -1623,8 +1623,8 @@ class LikelihoodAgent(Agent):
             raise ItemError(f"the model could not score this {item.task} prompt: {e}") from e
         return _reply(int(np.argmax(lp)))
 
-# %% ../nbs/22_space.ipynb #a3cea5dc
-CUE_PROMPT = 'The correct answer is option {k}.\nAnswer with the option number as JSON: {{"answer": <number>}}.\n{{"answer": '
+# %% ../nbs/22_space.ipynb #3b55333a
+CUE_PROMPT = 'Hint: the answer is option {k}.\n{{"answer": '
 
 
 def ask_local_model(model, item: Item, cache=None, cue: bool = False) -> dict:

@@ -574,10 +574,10 @@ class _Stub:
     "A stand-in model: follows an answer cue, else always option 1, and writes option 3."
     model_path = 'stub'
     def option_logprobs(self, prompt, options):
-        k = int(prompt.split('option ')[1][0]) if prompt.startswith('The correct') else 1
+        k = int(prompt.split('option ')[1][0]) if prompt.startswith('Hint') else 1
         return -np.abs(np.arange(len(options)) - k).astype(float)
     def complete(self, prompt, max_tokens=6):
-        return prompt.split('option ')[1][0] + '}' if prompt.startswith('The correct') else '3}'
+        return prompt.split('option ')[1][0] + '}' if prompt.startswith('Hint') else '3}'
 
 
 def test_model_readouts_and_cache(tmp_path):
