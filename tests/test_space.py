@@ -570,7 +570,7 @@ def test_llm_questions_are_not_the_streams():
     assert [it.prompt for it in ab] == [it.prompt for it in items]          # the ablation keeps what is shown
 
 
-class _Stub:
+class _StubModel:
     "A stand-in model: follows an answer cue, else always option 1, and writes option 3."
     model_path = 'stub'
     def option_logprobs(self, prompt, options):
@@ -585,15 +585,15 @@ def test_model_readouts_and_cache(tmp_path):
     from iclr25_nb.llm import ResponseCache
     from iclr25_nb.space import model_readouts
     items = generate('satt', 30, seed=5) + generate('ptt', 30, seed=5)
-    out = model_readouts(_Stub(), items)
+    out = model_readouts(_StubModel(), items)
     for t in ('satt', 'ptt'):
         its = [it for it in items if it.task == t]
         assert out[t]['likelihood'] == pytest.approx(100 * np.mean([it.answer == 1 for it in its]))
         assert out[t]['generated'] == pytest.approx(100 * np.mean([it.answer == 3 for it in its]))
         assert out[t]['cue likelihood'] == out[t]['cue generated'] == 100.0 and out[t]['n'] == 30
     cache = ResponseCache(tmp_path / 'c.jsonl')
-    first = model_readouts(_Stub(), items[:5], cache)
-    class _Refuses(_Stub):
+    first = model_readouts(_StubModel(), items[:5], cache)
+    class _Refuses(_StubModel):
         def option_logprobs(self, prompt, options): raise AssertionError('evaluated again')
     assert model_readouts(_Refuses(), items[:5], ResponseCache(tmp_path / 'c.jsonl')) == first
 
