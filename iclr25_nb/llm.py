@@ -155,7 +155,7 @@ def from_env(prefix: str = 'ICLR25_LLM', **kw) -> OpenAIClient | None:
     if not url: return None
     return OpenAIClient(url, os.environ.get(f'{prefix}_MODEL', 'local'), os.environ.get(f'{prefix}_API_KEY'), **kw)
 
-# %% ../nbs/08_llm.ipynb #107f65e6
+# %% ../nbs/08_llm.ipynb #0198be55
 class Unavailable(RuntimeError):
     "The local model cannot run here; the message says why and what to install."
 
@@ -269,7 +269,7 @@ class LocalLLM:
         """Log-probability of each option's FIRST token after `prompt`, all read from the one next-token distribution
         of the prompt (one evaluation, a shared prefix reused from the KV cache; no evaluation per option): the
         forced choice among options that start with different tokens, such as the option numbers 0-9. Falls back to
-        `option_logprobs` when an option merges with the prompt's last token."""
+        `option_logprobs` when an option merges with the prompt's last token or two options share their first one."""
         if not options: raise ValueError("options must be a non-empty list of strings")
         with self._lock:
             self.calls += 1
@@ -281,8 +281,7 @@ class LocalLLM:
                 firsts.append(toks[len(base)])
             if firsts is not None and len(set(firsts)) == len(firsts):
                 return np.asarray(self._logits_after(base)[firsts], dtype=np.float64)
-        if firsts is not None: raise ValueError(f"options {options!r} share their first token")
-        return self.option_logprobs(prompt, options)
+        return self.option_logprobs(prompt, options)   # merged with the prompt, or a shared first token
 
 
 _shared: dict = {}
