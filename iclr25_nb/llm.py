@@ -155,7 +155,7 @@ def from_env(prefix: str = 'ICLR25_LLM', **kw) -> OpenAIClient | None:
     if not url: return None
     return OpenAIClient(url, os.environ.get(f'{prefix}_MODEL', 'local'), os.environ.get(f'{prefix}_API_KEY'), **kw)
 
-# %% ../nbs/08_llm.ipynb #5df82095
+# %% ../nbs/08_llm.ipynb #0198be55
 class Unavailable(RuntimeError):
     "The local model cannot run here; the message says why and what to install."
 
@@ -264,6 +264,24 @@ class LocalLLM:
                 n = max(1, n)
                 out.append(sum(self._logits_after(toks[:i])[toks[i]] for i in range(n, len(toks))))
         return np.array(out, dtype=np.float64)
+
+    def choice_logprobs(self, prompt: str, options: list) -> np.ndarray:
+        """Log-probability of each option's FIRST token after `prompt`, all read from the one next-token distribution
+        of the prompt (one evaluation, a shared prefix reused from the KV cache; no evaluation per option): the
+        forced choice among options that start with different tokens, such as the option numbers 0-9. Falls back to
+        `option_logprobs` when an option merges with the prompt's last token or two options share their first one."""
+        if not options: raise ValueError("options must be a non-empty list of strings")
+        with self._lock:
+            self.calls += 1
+            base = self.model.tokenize(prompt.encode(), add_bos=True)
+            firsts = []
+            for opt in options:
+                toks = self.model.tokenize((prompt + opt).encode(), add_bos=True)
+                if len(toks) <= len(base) or toks[:len(base)] != base: firsts = None; break
+                firsts.append(toks[len(base)])
+            if firsts is not None and len(set(firsts)) == len(firsts):
+                return np.asarray(self._logits_after(base)[firsts], dtype=np.float64)
+        return self.option_logprobs(prompt, options)   # merged with the prompt, or a shared first token
 
 
 _shared: dict = {}

@@ -6,23 +6,25 @@
 __all__ = ['log', 'PAPER', 'QA_TASKS', 'NAV_TASKS', 'GAME_TASKS', 'TASKS', 'PRESENTATIONS', 'TASK_NAMES', 'N_OPTIONS', 'ACTIONS',
            'MOVES', 'CSWM_MAX_STEPS', 'MAX_STEPS', 'DIST_THRESH', 'LETTERS', 'CODE_COLOURS', 'ROTATIONS', 'PTT_OBJECTS',
            'JLO_ANGLES', 'SATT_SYMBOLS', 'MPATH_MIN_MANHATTAN', 'MPATH_GAPS', 'CARD_ATTRIBUTES', 'CARD_ARROWS',
-           'CARD_SIZE', 'ANGLE_TASKS', 'BLIND_AGENTS', 'EVAL_AGENTS', 'STREAM', 'CONTROLS', 'ALL_AGENTS',
-           'make_experiment', 'ORACLE_MIN', 'LEARNED_MIN', 'RANDOM_Z_MAX', 'SIGNATURE_MAX', 'ALLOCENTRIC_MAX',
-           'GREEDY_MAZE_MAX', 'SHORTCUT_GAIN_MIN', 'LOCATION_MIN', 'ID_OVER_RANDOM_MAX', 'MANHATTAN_MAX',
-           'PERSEVERATIVE_MAX', 'NEAREST_MAX', 'NOTES', 'Item', 'chance_level', 'wrap_deg', 'egocentric_angle',
-           'balanced_triple', 'render_grid', 'cube_rotations', 'canonical_cubes', 'same_shape', 'random_polycube',
-           'spatial_addition', 'carve_maze', 'braid', 'bfs', 'shortest_path', 'path_actions', 'local_view',
-           'piece_canonical', 'form_board_matches', 'manhattan', 'path_lengths', 'draw_card', 'consistent_rules',
-           'make_world', 'textmap', 'walkthrough', 'generate', 'blind_battery', 'strongest_blind', 'parse_json_answer',
-           'qa_accuracy', 'path_efficiency', 'load_qas', 'GridNav', 'CSWMGame', 'solve', 'Agent', 'RandomAgent',
-           'CSWMLocationAgent', 'CSWMIdAgent', 'OracleAgent', 'shape_signature', 'HeuristicAgent', 'SignatureAgent',
-           'AllocentricAgent', 'ManhattanAgent', 'PerseverativeAgent', 'NearestExampleAgent', 'GreedyAgent',
-           'ReplayAgent', 'map_from_walkthrough', 'MapAgent', 'PTTNet', 'ptt_features', 'ptt_targets',
-           'LearnedPTTAgent', 'png_data_url', 'CallableAgent', 'check_context', 'llama_cpp_client', 'LikelihoodAgent',
-           'run_episode', 'score', 'evaluate', 'make_agent', 'open_arena', 'SpaceConfig', 'SpaceExperiment',
-           'binomial_ci', 'scores_figure', 'learning_figure', 'reproduce', 'maze_figure', 'explorer_render', 'explorer']
+           'CARD_SIZE', 'SHARED_TASKS', 'ANGLE_TASKS', 'BLIND_AGENTS', 'CUE_PROMPT', 'READOUTS', 'EVAL_AGENTS',
+           'STREAM', 'CONTROLS', 'ALL_AGENTS', 'BLIND_PREFIX', 'make_experiment', 'GAP_MAX', 'BLIND_MAX', 'ORACLE_MIN',
+           'RANDOM_Z_MAX', 'SIGNATURE_MAX', 'ALLOCENTRIC_MAX', 'GREEDY_MAZE_MAX', 'SHORTCUT_GAIN_MIN', 'LOCATION_MIN',
+           'ID_OVER_RANDOM_MAX', 'MANHATTAN_MAX', 'PERSEVERATIVE_MAX', 'NEAREST_MAX', 'LLM_TASKS', 'LLM_SEED', 'NOTES',
+           'SCORECARD', 'Item', 'chance_level', 'wrap_deg', 'egocentric_angle', 'balanced_triple', 'render_grid',
+           'cube_rotations', 'canonical_cubes', 'same_shape', 'random_polycube', 'spatial_addition', 'carve_maze',
+           'braid', 'bfs', 'shortest_path', 'path_actions', 'local_view', 'piece_canonical', 'form_board_matches',
+           'manhattan', 'path_lengths', 'draw_card', 'consistent_rules', 'make_world', 'textmap', 'walkthrough',
+           'generate', 'shared_world_questions', 'blind_battery', 'strongest_blind', 'parse_json_answer', 'qa_accuracy',
+           'path_efficiency', 'load_qas', 'GridNav', 'CSWMGame', 'solve', 'Agent', 'RandomAgent', 'CSWMLocationAgent',
+           'CSWMIdAgent', 'OracleAgent', 'shape_signature', 'HeuristicAgent', 'SignatureAgent', 'AllocentricAgent',
+           'ManhattanAgent', 'PerseverativeAgent', 'NearestExampleAgent', 'GreedyAgent', 'ReplayAgent',
+           'map_from_walkthrough', 'MapAgent', 'PTTNet', 'ptt_features', 'ptt_targets', 'LearnedPTTAgent',
+           'png_data_url', 'CallableAgent', 'check_context', 'llama_cpp_client', 'LikelihoodAgent', 'ask_local_model',
+           'model_readouts', 'run_episode', 'score', 'evaluate', 'strongest_blind_in', 'make_agent', 'open_arena',
+           'SpaceConfig', 'SpaceExperiment', 'llm_questions', 'model_summary', 'binomial_ci', 'scores_figure',
+           'learning_figure', 'reproduce', 'maze_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/22_space.ipynb #d8af8e64
+# %% ../nbs/22_space.ipynb #ccc84adc
 import base64
 import io
 import json
@@ -39,17 +41,17 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .core import ConfigBase, Experiment, Report, Claim, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
 from .core import ITEM_ERRORS, ItemError, count_item_failure, each_item, item_failures
-from .llm import OpenAIClient, Unavailable, from_env as llm_from_env, local_llm, text_only
+from .llm import OpenAIClient, ResponseCache, Unavailable, from_env as llm_from_env, local_llm, text_only
 
 log = logging.getLogger(__name__)
 
 PAPER = dict(number=22, name='space', title='Does spatial cognition emerge in frontier models? (SPACE)',
              authors='Ramakrishnan, Wijmans, Krähenbühl, Koltun', code='https://github.com/apple/ml-space-benchmark',
              field='benchmarks, spatial cognition',
-             ablation='answers generated with the wrong seed (labels decoupled from items): the oracle must fall to '
-                      'chance')
+             ablation='the link between items and answers (every answer taken from the items of another seed): the '
+                      'tests are no longer solvable, the oracle falls to chance and "near chance" says nothing')
 
 # %% ../nbs/22_space.ipynb #003d7343
 QA_TASKS = ('mrt', 'mpfb', 'ptt', 'jlo', 'wlt', 'sadd', 'satt', 'cbtt', 'mpath', 'csort', 'dir', 'dist', 'msk')
@@ -831,7 +833,7 @@ def _gen_csort(rng, presentation: str, examples: int = 3, rule: str | None = Non
             'card_grid': card_grid.tolist()}
     return Item('csort', presentation, '\n'.join(lines), list(range(n)), answer, meta, image)
 
-# %% ../nbs/22_space.ipynb #aa35645b
+# %% ../nbs/22_space.ipynb #b0765d74
 def make_world(cells: int, landmarks: int, rng, braid_fraction: float = 0.3) -> dict:
     "A discrete map: a braided (2·cells+1)² maze, `landmarks` letters on distinct free cells; {'grid', 'landmarks'}."
     grid = braid(carve_maze(cells, cells, rng), braid_fraction, rng)
@@ -891,9 +893,12 @@ def _sketch(world: dict, transform: str, rng=None) -> np.ndarray:
     return {'none': s, 'swap': s, 'mirror': s[:, ::-1], 'flip': s[::-1], 'rot180': s[::-1, ::-1]}[transform]
 
 
-def _gen_large_qa(task: str, rng, presentation: str, cells: int = 5, landmarks: int = 6) -> Item:
-    world = make_world(cells, landmarks, rng)
-    walk = walkthrough(world, _tour(world, rng))
+def _gen_large_qa(task: str, rng, presentation: str, cells: int = 5, landmarks: int = 6, world: dict | None = None,
+                  walk: dict | None = None) -> Item:
+    "One direction / distance / map-sketch question; `world` and `walk` given: asked about that world (shared)."
+    if world is None:
+        world = make_world(cells, landmarks, rng)
+        walk = walkthrough(world, _tour(world, rng))
     names, lm = list(world['landmarks']), world['landmarks']
     lines = _world_intro(presentation, walk)
     xy = lambda n: (lm[n][1], -lm[n][0])                           # (x east, y north) from (row, col)
@@ -911,7 +916,7 @@ def _gen_large_qa(task: str, rng, presentation: str, cells: int = 5, landmarks: 
         # over the admissible distances (a flat prior: "the option nearest a typical distance" stays at chance)
         k, step = int(rng.integers(N_OPTIONS)), float(rng.choice([1.0, 1.5, 2.0]))
         pairs = [pq for pq in permutations(names, 2) if d(*pq) - step * k >= 0.5]
-        if not pairs: return _gen_large_qa(task, rng, presentation, cells, landmarks)
+        if not pairs: return _gen_large_qa(task, rng, presentation, cells, len(lm))
         dists = np.array([d(*pq) for pq in pairs])
         want = rng.uniform(dists.min(), dists.max())
         near = np.flatnonzero(np.abs(dists - want) == np.abs(dists - want).min())
@@ -926,7 +931,7 @@ def _gen_large_qa(task: str, rng, presentation: str, cells: int = 5, landmarks: 
         # swap of two landmarks would make the answer the one option close to two others)
         sketches = {t: _sketch(world, t, rng) for t in ('none', 'mirror', 'flip', 'rot180')}
         if len({x.tobytes() for x in sketches.values()}) < 4:            # a symmetric layout: draw another world
-            return _gen_large_qa(task, rng, presentation, cells, landmarks)
+            return _gen_large_qa(task, rng, presentation, cells, len(lm))
         options, answer = _shuffle_options(sketches['none'], [sketches[t] for t in ('mirror', 'flip', 'rot180')], rng)
         lines.append("Which sketch shows the landmarks where they are in the environment (north up)?")
         lines += [f"Sketch {j}:\n{_grid_text(o)}" for j, o in enumerate(options)]
@@ -1017,7 +1022,28 @@ def generate(task: str, n: int, presentation: str = 'text', seed: int = 0, label
         for it, other in zip(items, wrong): it.answer = other.answer
     return items
 
-# %% ../nbs/22_space.ipynb #f8e495d2
+# %% ../nbs/22_space.ipynb #3fa819a5
+SHARED_TASKS = ('dir', 'dist', 'msk')
+
+
+def shared_world_questions(n: int, presentation: str = 'text', seed: int = 0, label_seed: int | None = None,
+                           cells: int = 5, landmarks: int = 6) -> dict:
+    "{'dir': [...], 'dist': [...], 'msk': [...]}: `n` worlds, each asked the three large-scale questions."
+    if not (isinstance(n, (int, np.integer)) and n >= 0): raise ValueError(f"n must be a non-negative int, got {n!r}")
+    if presentation not in ('text', 'image'): raise ValueError(f"presentation must be 'text' or 'image', got {presentation!r}")
+    rng = np.random.default_rng([int(seed), 424_242])
+    out = {t: [] for t in SHARED_TASKS}
+    for _ in range(int(n)):
+        world = make_world(cells, landmarks, rng)
+        walk = walkthrough(world, _tour(world, rng))
+        for t in SHARED_TASKS: out[t].append(_gen_large_qa(t, rng, presentation, cells, landmarks, world, walk))
+    if label_seed is not None and label_seed != seed:
+        wrong = shared_world_questions(n, presentation, label_seed, None, cells, landmarks)
+        for t in SHARED_TASKS:
+            for it, other in zip(out[t], wrong[t]): it.answer = other.answer
+    return out
+
+# %% ../nbs/22_space.ipynb #c7b54e5c
 ANGLE_TASKS = ('ptt', 'dir', 'wlt')
 
 
@@ -1077,7 +1103,7 @@ def strongest_blind(items: list) -> tuple[str, float]:
     name = max(b, key=b.get)
     return name, b[name]
 
-# %% ../nbs/22_space.ipynb #6747fb5b
+# %% ../nbs/22_space.ipynb #4656cc70
 def parse_json_answer(text, key: str = 'answer'):
     """The answer in the LAST {...} block of `text` (blocks end at their first '}', as upstream's non-greedy match):
     the value of `key`, or the only value of a one-key block; integers (and integer strings) become ints; None when
@@ -1122,7 +1148,7 @@ def path_efficiency(gt_path, pred_path, grid, issued_stop: bool = True, dist_thr
     l_star, l_pred = length([tuple(p) for p in gt_path]), length(pred)
     return {'valid_path': float(valid), 'success': success, 'spl': success * l_star / max(l_star, l_pred, 1e-10)}
 
-# %% ../nbs/22_space.ipynb #26be2c86
+# %% ../nbs/22_space.ipynb #4b1ca1eb
 def _int_or_same(v):
     if isinstance(v, str) and v.strip().lstrip('-').isdigit(): return int(v)
     return v
@@ -1157,7 +1183,7 @@ def load_qas(path, task: str = 'external') -> list[Item]:
                           {'media': media, 'source': str(path), 'index': i}))
     return items
 
-# %% ../nbs/22_space.ipynb #2d354030
+# %% ../nbs/22_space.ipynb #6b009447
 class GridNav:
     "A maze or discrete-map episode for one navigation item: reset() -> obs, step(action) -> (obs, done)."
     def __init__(self, item: Item):
@@ -1249,7 +1275,7 @@ class CSWMGame:
     def metrics(self) -> dict:
         return {'success': float(self.collected == len(self.boxes)), 'collected': self.collected, 'steps': self.steps}
 
-# %% ../nbs/22_space.ipynb #03a88dba
+# %% ../nbs/22_space.ipynb #ed55f984
 def _reply(value, key: str = 'answer') -> str: return json.dumps({key: value})
 
 
@@ -1348,7 +1374,7 @@ class OracleAgent(Agent):
         if self.item.task == 'cswm': return self.memory.act(obs)
         return _reply(self.plan.pop(0) if self.plan else 'stop', 'action')
 
-# %% ../nbs/22_space.ipynb #a54be90a
+# %% ../nbs/22_space.ipynb #489251ff
 def shape_signature(coords) -> tuple:
     "Sorted squared pairwise distances of a cube set: invariant to rotation, translation AND reflection."
     c = np.asarray(coords)
@@ -1476,7 +1502,7 @@ class MapAgent(Agent):
         self.plan = (path_actions(path) if path else list(item.meta['walkthrough']['moves'])) + ['stop']
     def act(self, obs): return _reply(self.plan.pop(0) if self.plan else 'stop', 'action')
 
-# %% ../nbs/22_space.ipynb #aaa47f5e
+# %% ../nbs/22_space.ipynb #0c6bd55d
 class PTTNet(nn.Module):
     "MLP: (batch, 6) scaled coordinates of at / facing / target -> (batch, 2) = (cos θ, sin θ)."
     def __init__(self, hidden: int = 64):
@@ -1512,7 +1538,7 @@ class LearnedPTTAgent(Agent):
         c, s = self.net(ptt_features([item]))[0].tolist()
         return _reply(_nearest(item.options, math.degrees(math.atan2(s, c)), circular=True))
 
-# %% ../nbs/22_space.ipynb #f43de01e
+# %% ../nbs/22_space.ipynb #b3bf1a59
 def png_data_url(image: np.ndarray) -> str:
     "An RGB uint8 image as a `data:image/png;base64,...` URL."
     from PIL import Image
@@ -1544,7 +1570,7 @@ class CallableAgent(Agent):
         self.history.append({'role': 'assistant', 'content': reply})
         return reply
 
-# %% ../nbs/22_space.ipynb #590895e0
+# %% ../nbs/22_space.ipynb #881c9a9a
 def check_context(model, prompt: str, reserve: int, what: str = 'prompt') -> int:
     """Raise `ItemError` when `prompt` plus `reserve` tokens (the answer, the options) does not fit the context of
     `model` (an `iclr25_nb.llm.LocalLLM`, or anything with `.model.tokenize` and `.model.n_ctx()`); else return the
@@ -1597,7 +1623,56 @@ class LikelihoodAgent(Agent):
             raise ItemError(f"the model could not score this {item.task} prompt: {e}") from e
         return _reply(int(np.argmax(lp)))
 
-# %% ../nbs/22_space.ipynb #e2ba1ea3
+# %% ../nbs/22_space.ipynb #3b55333a
+CUE_PROMPT = 'Hint: the answer is option {k}.\n{{"answer": '
+
+
+def ask_local_model(model, item: Item, cache=None, cue: bool = False) -> dict:
+    """A local model's readouts of one question (`model`: an `iclr25_nb.llm.LocalLLM` or anything with
+    `option_logprobs` and `complete`): {'likelihood': option index, 'generated': reply text} from one evaluation of
+    the prompt; `cue=True`: the same two readouts after the answer cue instead of the question."""
+    prompt = CUE_PROMPT.format(k=item.answer) if cue else item.prompt + '\n{"answer": '
+    opts = [f'{k}}}' for k in range(len(item.options))]
+    check_context(model, prompt, 16, f'this {item.task} prompt')              # ItemError: skipped and counted
+    name = getattr(model, 'model_path', type(model).__name__)
+
+    def cached(kind: str, fn):
+        key = None if cache is None else cache.key(name, [{'role': 'user', 'content': prompt}], kind=kind, options=opts)
+        if key is not None and (hit := cache.get(key)) is not None: return json.loads(hit)
+        try: value = fn()
+        except RuntimeError as e:   # llama.cpp: 'llama_decode returned 1' (no room for the batch)
+            raise ItemError(f"the model could not read this {item.task} prompt: {e}") from e
+        if key is not None: cache.put(key, json.dumps(value))
+        return value
+
+    score = getattr(model, 'choice_logprobs', None)           # the option numbers' first tokens, one distribution
+    lik = cached('choice', lambda: np.asarray(score(prompt, [str(k) for k in range(len(opts))]) if score else
+                                              model.option_logprobs(prompt, opts), float).tolist())
+    gen = cached('generated', lambda: '{"answer": ' + model.complete(prompt, max_tokens=4))
+    return {'likelihood': int(np.argmax(lik)), 'generated': gen}
+
+
+def model_readouts(model, items: list, cache=None) -> dict:
+    """`ask_local_model` over `items` in their order (questions on one world in a row share its walkthrough in the
+    KV cache), then the answer cues: {task: {'likelihood', 'generated', 'cue likelihood', 'cue generated':
+    accuracy %, 'k': correct counts, 'n': items, 'skipped': items not asked}}. A skipped item counts as wrong."""
+    main = each_item(lambda it: ask_local_model(model, it, cache), items, failed=None, what='model question')
+    cues = each_item(lambda it: ask_local_model(model, it, cache, cue=True), items, failed=None, what='answer cue')
+    out = {}
+    for it, r, c in zip(items, main, cues):
+        d = out.setdefault(it.task, {'k': dict.fromkeys(READOUTS, 0), 'n': 0, 'skipped': 0})
+        d['n'] += 1; d['skipped'] += r is None
+        for key, x in (('', r), ('cue ', c)):
+            if x is None: continue
+            d['k'][key + 'likelihood'] += x['likelihood'] == it.answer
+            d['k'][key + 'generated'] += parse_json_answer(x['generated']) == it.answer
+    for d in out.values(): d |= {key: 100.0 * v / d['n'] for key, v in d['k'].items()}
+    return out
+
+
+READOUTS = ('likelihood', 'generated', 'cue likelihood', 'cue generated')
+
+# %% ../nbs/22_space.ipynb #129c8c77
 def run_episode(item: Item, agent: Agent, seed: int = 0) -> dict:
     "Play one navigation or memory-game item with `agent`; the episode's trajectory and the paper's metrics."
     env = CSWMGame(item, seed) if item.task == 'cswm' else GridNav(item)
@@ -1642,7 +1717,7 @@ def evaluate(agent: Agent, tasks=TASKS, n: int = 20, presentation: str = 'text',
         out[task] = score(task, its, answers)
     return out
 
-# %% ../nbs/22_space.ipynb #17e7474f
+# %% ../nbs/22_space.ipynb #eecc9ac6
 EVAL_AGENTS = {
     **{t: ('random', 'oracle') for t in TASKS},
     'mrt': ('random', 'oracle', 'shape signature'), 'mrt:other': ('random', 'shape signature'),
@@ -1660,6 +1735,18 @@ STREAM = tuple((t, p) for t in TASKS for p in PRESENTATIONS[t])
 CONTROLS = {'mpath': {':open': dict(density=0.0, min_detour=0)},
             'csort': {':fixed': dict(rule='position'), ':near': dict(max_shared=len(CARD_ATTRIBUTES))}}
 ALL_AGENTS = tuple(dict.fromkeys(a for v in EVAL_AGENTS.values() for a in v))
+BLIND_PREFIX = 'blind: '                      # the blind battery's scores in the stream ('blind: position 0'-'3' too)
+
+
+def strongest_blind_in(scores: dict) -> tuple[str, float]:
+    """The strongest blind agent of one task's {agent: score} table (as `SpaceExperiment.table` gives it): the best of
+    the battery, where 'position' is the best of the four constant answer positions. (name, score %)."""
+    blind = {a[len(BLIND_PREFIX):]: v for a, v in scores.items() if a.startswith(BLIND_PREFIX)}
+    pos = [v for a, v in blind.items() if a.startswith('position ')]
+    blind = {a: v for a, v in blind.items() if not a.startswith('position ')} | ({'position': max(pos)} if pos else {})
+    if not blind: return ('none', float('nan'))
+    name = max(blind, key=blind.get)
+    return name, blind[name]
 
 
 def make_agent(name: str, seed: int = 0) -> Agent:
@@ -1696,7 +1783,8 @@ class SpaceConfig(ConfigBase):
     test_items: int = bound(300, ge=10)
     eval_every: int = bound(10, ge=1)
     label_seed_offset: int = bound(0, ge=0)       # > 0: the ablation (answers from the items of seed + offset)
-    _full = dict(steps=2100, batch=16, episodes=4, test_items=1000)
+    llm_items: int = bound(3, ge=0)               # reproduce: questions per text task put to the local language model
+    _full = dict(steps=2100, batch=16, episodes=4, test_items=1000, llm_items=30)
 
 
 class SpaceExperiment(Experiment):
@@ -1741,6 +1829,11 @@ class SpaceExperiment(Experiment):
                     m = run_episode(it, agent, self.seed + i)
                     self._add((key_task, pres, name), 100.0 * m['success'])
                     if task != 'cswm': self._add((key_task, pres, name + ' spl'), 100.0 * m['spl'])
+        if task in QA_TASKS and not variant:          # the blind battery on the same items, and every answer position
+            for name, f in BLIND_AGENTS.items():
+                for it in items: self._add((task, pres, BLIND_PREFIX + name), 100.0 * (f(it) == it.answer))
+            for k in range(N_OPTIONS):
+                for it in items: self._add((task, pres, f'{BLIND_PREFIX}position {k}'), 100.0 * (it.answer == k))
 
     def _train(self) -> dict:
         c, seed = self.config, 1 + self.seed * 100_003 + self.step_count
@@ -1827,31 +1920,47 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #b1bcf9db
-ORACLE_MIN = 99.99          # oracle accuracy / success (%), every task and presentation (seeds 0-2: 100, 100, 100)
-LEARNED_MIN = 80.0          # PTTNet test accuracy (%) after the quick stream (seeds 0-2: 100, 100, 99.3)
-RANDOM_Z_MAX = 3.5          # max |z| of the random agent against chance (seeds 0-2: 1.81, 2.72, 2.26)
-SIGNATURE_MAX = 62.0        # shape signature on MRT (%): a coin flip within the reference's mirror pair, 50 by design
-                            # (was 40 with three mirror distractors: 26.8, 22.3, 27.7; the options then leaked)
-ALLOCENTRIC_MAX = 40.0      # allocentric agent on perspective taking (%) (28.5, 27.7, 24.0)
-GREEDY_MAZE_MAX = 20.0      # memoryless greedy success in mazes (%) (0, 0, 0; open arena 100)
-SHORTCUT_GAIN_MIN = 30.0    # cognitive map SPL - replay SPL on shortcut discovery (52.6, 60.1, 54.8)
-LOCATION_MIN = 95.0         # location-memory success in the working-memory game (%) (100, 100, 100)
-ID_OVER_RANDOM_MAX = 15.0   # id-memory success - random success (points) (-7.7, 9.6, 5.8)
-MANHATTAN_MAX = 40.0        # wall-blind agent on minimum path (%) (22.1, 26.0, 22.1; 25 by design; no walls: 100)
-PERSEVERATIVE_MAX = 40.0    # sorting always by position on card sorting (%) (23.1, 26.9, 20.2; rule = position: 100)
-NEAREST_MAX = 35.0          # nearest-example agent on card sorting (%) (28.8, 26.4, 18.3; near copies: 39-53)
+# %% ../nbs/22_space.ipynb #efd0da90
+# Claims v3 (issue 41). Set before seeds 0-2 of this version ran (committed first):
+GAP_MAX = Threshold(15.0, set='before')     # Gemma 3 270M minus the strongest blind agent, pooled over the text
+                                            # tasks (points): "near chance" (pooled n = 36 in quick: sd about 7)
+BLIND_MAX = Threshold(36.0, set='before')   # the strongest blind agent on any question task (%): 25 + about 4 sd
+                                            # at n = 270 per task, the tested bound of tests/test_space.py
+# Set in earlier versions, after seeing their seeds 0-2 (the values in brackets), kept unchanged here:
+ORACLE_MIN = 99.99          # oracle accuracy / success (%), every task and presentation (sanity)
+RANDOM_Z_MAX = 3.5          # max |z| of the random agent against chance (sanity; seeds 0-2: 1.81, 2.72, 2.26)
+SIGNATURE_MAX = Threshold(62.0, set='after seeds 0-2', earlier=40.0)  # shape signature on MRT (%): 50 by design, a
+                            # coin flip within the reference's mirror pair (40 with three mirror distractors, which leaked)
+ALLOCENTRIC_MAX = Threshold(40.0, set='after seeds 0-2')     # allocentric agent on perspective taking (%) (28.5, 27.7, 24.0)
+GREEDY_MAZE_MAX = Threshold(20.0, set='after seeds 0-2')     # memoryless greedy success in mazes (%) (0, 0, 0)
+SHORTCUT_GAIN_MIN = Threshold(30.0, set='after seeds 0-2')   # cognitive map SPL - replay SPL (52.6, 60.1, 54.8)
+LOCATION_MIN = Threshold(95.0, set='after seeds 0-2')        # location-memory success, memory game (%) (100 x 3)
+ID_OVER_RANDOM_MAX = Threshold(15.0, set='after seeds 0-2')  # id-memory - random success (points) (-7.7, 9.6, 5.8)
+MANHATTAN_MAX = Threshold(40.0, set='after seeds 0-2')       # wall-blind agent on minimum path (%) (22.1, 26.0, 22.1)
+PERSEVERATIVE_MAX = Threshold(40.0, set='after seeds 0-2')   # always by position on card sorting (%) (23.1, 26.9, 20.2)
+NEAREST_MAX = Threshold(35.0, set='after seeds 0-2')         # nearest-example agent, card sorting (%) (28.8, 26.4, 18.3)
+LLM_TASKS = tuple(t for t in QA_TASKS if 'text' in PRESENTATIONS[t])      # the 12 text question tasks
+LLM_SEED = 60_000           # the language model's questions: seed LLM_SEED + seed, never the stream's
 NOTES = [
-    "No frontier model or SPACE data here: reference agents on our own generated items; the paper's model numbers "
-    "are quoted, not re-measured.",
+    "No frontier model or SPACE data here: Gemma 3 270M (local, llama-cpp-python) stands in for the paper's models, on "
+    "our own generated items; the paper's model numbers are quoted, not re-measured.",
     "Egocentric (habitat-sim) presentations are out of scope; large-scale tasks use BEV text / image discrete maps.",
     "Generators are ours (the paper's were not released): four options per question, chance 25%.",
     "Walkthroughs list the move between two local views; mental rotation has no image presentation; the form board "
     "cuts a 4x4 square into polyomino pieces.",
     "Minimum path and card sorting are not in the paper's released task list: built from the issue's description "
     "(no paper number to compare with).",
+    "The language model answers the text questions only (it reads no images); the three large-scale questions of one "
+    "world share its walkthrough (read once).",
 ]
 
+SCORECARD = dict(status='PARTLY',
+                 headline='Gemma 3 270M (option likelihood) near chance on items the oracle solves',
+                 metric='accuracy minus the strongest blind agent, points, pooled over 12 text tasks (<= 15: near chance)',
+                 seeds=(-8.71, -12.52, -12.4),
+                 paper='frontier models near chance on a number of classic tests of animal cognition (abstract; Tables 2-3 not verified)',
+                 null='oracle (reads the world), minus the strongest blind agent', null_seeds=(71.85, 70.81, 70.93),
+                 note='by likelihood at chance while told the answer it picks it; by generated answers the 270M model never writes an option number, even when told it: NOT REPRODUCED')
 
 def _endpoint_agent():
     "The endpoint named by SPACE_OPENAI_BASE_URL (or the project-wide ICLR25_LLM_BASE_URL), if any."
@@ -1859,21 +1968,32 @@ def _endpoint_agent():
     return None if client is None else CallableAgent(client, name=f'endpoint {client.model}')
 
 
-def _local_llm(seed: int) -> dict:
-    """Gemma 3 270M through llama-cpp-python on the text questions, when the `[llm]` extra is installed: answers
-    generated (the paper's protocol) and forced choices by option likelihood, on the same items."""
-    if os.environ.get('SPACE_LLM', '1') == '0': return {'llm_skipped': 'SPACE_LLM=0'}
-    try: client = llama_cpp_client()
+def llm_questions(n: int, seed: int = 0, label_offset: int = 0) -> list:
+    """The questions put to the language model: `n` per text task (seed `LLM_SEED + seed`), in the order they are
+    asked (the three questions about one world in a row); `label_offset` > 0: the ablation's answers."""
+    s = LLM_SEED + seed
+    ls = s + label_offset if label_offset else None
+    items = [it for t in LLM_TASKS if t not in SHARED_TASKS for it in generate(t, n, 'text', s, ls)]
+    shared = shared_world_questions(n, 'text', s, ls)
+    return items + [shared[t][i] for i in range(n) for t in SHARED_TASKS]
+
+
+def _local_llm(seed: int, n: int, label_offset: int) -> dict:
+    """Gemma 3 270M through llama-cpp-python on `n` questions per text task, when the `[llm]` extra is installed:
+    option likelihood, generated answers (the paper's protocol) and the answer cue, on the same items; the oracle on
+    them. SPACE_LLM=0 skips it; SPACE_LLM_CACHE=<file> keeps the readouts on disk (a rerun reads them back)."""
+    if os.environ.get('SPACE_LLM', '1') == '0' or n == 0: return {'llm_skipped': 'SPACE_LLM=0 or llm_items=0'}
+    try: model = local_llm(n_ctx=4096, max_tokens=64, threads=2)
     except Unavailable as e: return {'llm_skipped': str(e)}
     except (OSError, ValueError, RuntimeError) as e: return {'llm_skipped': f"{type(e).__name__}: {e}"}
-    n = int(os.environ.get('SPACE_LLM_N', '6'))
-    tasks = [t for t in QA_TASKS if 'text' in PRESENTATIONS[t]]
-    items = {t: generate(t, n, 'text', 60_000 + seed) for t in tasks}
-    # the likelihood pass first: the generated answer then reuses the question's KV cache (the same prefix)
-    lik = evaluate(LikelihoodAgent(client.model), tasks, items=items)
-    return {'llm_n': n, 'llm': ('Gemma 3 270M (llama-cpp-python), generated answers',
-                    evaluate(CallableAgent(client, 'gemma'), tasks, items=items)),
-            'llm_lik': ('Gemma 3 270M, option likelihood', lik)}
+    cache = ResponseCache(os.environ['SPACE_LLM_CACHE']) if os.environ.get('SPACE_LLM_CACHE') else None
+    items = llm_questions(n, seed, label_offset)
+    t0 = time.perf_counter()
+    out = model_readouts(model, items, cache)
+    by_task = {t: [it for it in items if it.task == t] for t in LLM_TASKS}
+    oracle = {t: qa_accuracy(v, [solve(it) for it in v]) for t, v in by_task.items()}
+    return {'llm': out, 'llm_oracle': oracle, 'llm_n': n, 'llm_seconds': round(time.perf_counter() - t0, 1),
+            'llm_name': model.name}
 
 
 def _run(preset: str, seed: int, ablate: bool, device) -> dict:
@@ -1881,12 +2001,11 @@ def _run(preset: str, seed: int, ablate: bool, device) -> dict:
     history = exp.run()
     res = {'exp': exp, 'history': history, 'ev': exp.evaluate(), 'table': exp.table(), 'counts': dict(exp.counts),
            'scores': exp.scores()}
-    res |= _local_llm(seed)
+    res |= _local_llm(seed, exp.config.llm_items, 1 if ablate else 0)
     agent = _endpoint_agent()
     if agent is not None:
         n = int(os.environ.get('SPACE_OPENAI_N', '10'))
-        try: res['endpoint'] = (agent.name, evaluate(agent, [t for t in QA_TASKS if 'text' in PRESENTATIONS[t]], n,
-                                                     'text', seed=50_000 + seed))
+        try: res['endpoint'] = (agent.name, evaluate(agent, LLM_TASKS, n, 'text', seed=50_000 + seed))
         except (OSError, ValueError) as e: res['endpoint_error'] = f"{type(e).__name__}: {e}"
     return res
 
@@ -1901,16 +2020,47 @@ def _random_z(res: dict) -> float:
     return max(z)
 
 
+def model_summary(res: dict) -> dict:
+    """The headline's numbers: per readout the model's accuracy pooled over the text tasks (equal items per task),
+    the strongest blind agent per task (from the stream) pooled the same way, and the oracle on the model's items."""
+    tab = res['table']
+    blind = {t: strongest_blind_in(tab[t]) for t in LLM_TASKS if t in tab}
+    out = {'blind': float(np.mean([v for _, v in blind.values()])) if blind else float('nan'), 'blind_by_task': blind}
+    llm = res.get('llm')
+    for r in READOUTS: out[r] = float(np.mean([llm[t][r] for t in LLM_TASKS])) if llm else float('nan')
+    out['oracle'] = float(np.mean(list(res['llm_oracle'].values()))) if llm else float('nan')
+    out['n'] = sum(llm[t]['n'] for t in LLM_TASKS) if llm else 0
+    return out
+
+
 def _claims(report: Report, res: dict):
-    s, tab, ev = res['scores'], res['table'], res['ev']
+    s, tab = res['scores'], res['table']
+    m = model_summary(res)
     qa = [v for k, v in s.items() if k.endswith('/oracle') and k.split('/')[0] in QA_TASKS]
     nav = [v for k, v in s.items() if k.endswith('/oracle') and k.split('/')[0] in NAV_TASKS]
     rand_qa = float(np.mean([v for k, v in s.items() if k.endswith('/random') and k.split('/')[0] in QA_TASKS]))
     rand_nav = float(np.mean([v for k, v in s.items() if k.endswith('/random') and k.split('/')[0] in NAV_TASKS]))
+    paper = ('frontier models "perform near chance level on a number of classic tests of animal cognition" '
+             '(abstract; per-task Tables 2-3 not verified here)')
+    # declared before seeds 0-2 from a pilot on other items (satt, ptt; seed 60000): told the answer, the model
+    # picks it by likelihood (3/3) but never writes it (0/3: it continues '{"answer": ' with '100000'), so by
+    # generated answers the cue null sits at 0 too and "near chance" cannot be told from "cannot answer": NOT REPRODUCED
+    for readout, label, declared in (('likelihood', 'by option likelihood', True),
+                                     ('generated', 'by generated answers (the paper\'s protocol)', False)):
+        report.add_claim(Claim.compare(
+            f"Gemma 3 270M {label} sits near chance on items an oracle solves: its accuracy minus the strongest blind "
+            f"agent's, pooled over the {len(LLM_TASKS)} text question tasks (points)", m[readout] - m['blind'], '<=',
+            GAP_MAX, kind='headline',
+            control=('the strongest blind agent per task, pooled (%)', m['blind']),
+            nulls=[('oracle (reads the world), minus the strongest blind agent', m['oracle'] - m['blind']),
+                   (f"Gemma 3 270M told the answer (answer cue, {readout}), minus the strongest blind agent",
+                    m['cue ' + readout] - m['blind'])],
+            paper=paper, reproduced=declared))
     report.add_claim(Claim.compare(
-        "a small MLP trained on generated perspective-taking items, test accuracy (%)", ev['acc_learned'], '>=',
-        LEARNED_MIN, kind='headline', control=('the same MLP trained on shuffled targets (%)', ev['acc_shuffled']),
-        paper='perspective taking near chance for most frontier models in the vision presentation (qualitative)'))
+        "the benchmark is valid: every blind agent (answer position, odd one out, most typical, median rank, the "
+        "task's cheapest cue) sits near chance; the strongest on any question task (%)",
+        max(v for _, v in (strongest_blind_in(tab[t]) for t in QA_TASKS)), '<=', BLIND_MAX, kind='mechanism',
+        control=('oracle, minimum accuracy over the question tasks (%)', min(qa))))
     report.add_claim(Claim.compare(
         "oracle accuracy on every question task and presentation, minimum (%): the labels are right",
         min(qa), '>=', ORACLE_MIN, kind='sanity', control=('random agent, mean accuracy (%)', rand_qa),
@@ -1971,13 +2121,22 @@ def _claims(report: Report, res: dict):
 
 def _rows(report: Report, res: dict):
     tab = res['table']
-    agents = sorted({a for d in tab.values() for a in d if not a.endswith(' spl')},
+    agents = sorted({a for d in tab.values() for a in d if not a.endswith(' spl') and not a.startswith(BLIND_PREFIX)},
                     key=lambda a: (a != 'random', a != 'oracle', a))
     report.add_row('chance (analytic)', **{t: chance_level(t) for t in tab if t in QA_TASKS})
     for a in agents: report.add_row(a, **{t: round(d[a], 1) for t, d in tab.items() if a in d})
+    report.add_row('strongest blind agent', **{t: round(strongest_blind_in(tab[t])[1], 1) for t in QA_TASKS if t in tab})
     for a in agents:
         spl = {t: round(d[a + ' spl'], 1) for t, d in tab.items() if a + ' spl' in d}
         if spl: report.add_row(f'{a} (SPL)', **spl)
+    if 'llm' in res:
+        llm, n = res['llm'], res['llm_n']
+        report.add_row(f'Gemma 3 270M: oracle on its items (n = {n} per task)', **res['llm_oracle'])
+        for r in READOUTS:
+            report.add_row(f'Gemma 3 270M, {r} (n = {n} per task)', **{t: round(llm[t][r], 1) for t in LLM_TASKS})
+            ci = {t: binomial_ci(llm[t]['k'][r], llm[t]['n']) for t in LLM_TASKS}
+            report.add_row(f'Gemma 3 270M, {r}: 95% Wilson low', **{t: round(100 * c[0], 1) for t, c in ci.items()})
+            report.add_row(f'Gemma 3 270M, {r}: 95% Wilson high', **{t: round(100 * c[1], 1) for t, c in ci.items()})
 
 
 def binomial_ci(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -1990,18 +2149,17 @@ def binomial_ci(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def _findings(report: Report, res: dict):
     if 'llm' in res:
-        for key in ('llm', 'llm_lik'):
-            name, out = res[key]
-            acc = {t: round(v['accuracy'], 1) for t, v in out.items()}
-            chance = round(float(np.mean([chance_level(t) for t in acc])), 1)
-            n = res['llm_n']
-            ci = {t: tuple(round(100 * x, 1) for x in binomial_ci(round(a * n / 100), n)) for t, a in acc.items()}
-            above = [t for t, (lo, hi) in ci.items() if lo > chance_level(t)]
-            report.add_finding(f"{name}: accuracy on the text questions (%), mean over tasks (chance {chance}, oracle "
-                               f"100; per task {acc}; 95% Wilson intervals, n = {n} per task, {ci}; tasks whose "
-                               f"interval lies above chance: {above or 'none'})", round(float(np.mean(list(acc.values()))), 1),
-                               paper='frontier models perform near chance on a number of classic tests of animal '
-                                     'cognition', note='a 270M-parameter pretrained model, a few items per task')
+        m = model_summary(res)
+        report.meta['llm'] = {'model': res['llm_name'], 'items_per_task': res['llm_n'], 'seconds': res['llm_seconds'],
+                              'skipped': {t: d['skipped'] for t, d in res['llm'].items() if d['skipped']}}
+        k = sum(res['llm'][t]['k']['likelihood'] for t in LLM_TASKS)
+        lo, hi = binomial_ci(k, m['n'])
+        report.notes.append(
+            f"Gemma 3 270M pooled over the text tasks (n = {m['n']}): option likelihood {m['likelihood']:.1f}% (95% "
+            f"Wilson {100 * lo:.1f}-{100 * hi:.1f}), generated answers {m['generated']:.1f}%, answer cue "
+            f"{m['cue likelihood']:.1f}% / {m['cue generated']:.1f}%; chance 25, strongest blind {m['blind']:.1f}, "
+            f"oracle {m['oracle']:.1f}; strongest blind agent per task: "
+            + ', '.join(f"{t} {a} {v:.1f}" for t, (a, v) in m['blind_by_task'].items()) + '.')
     else: report.notes.append(f"Local language model not evaluated: {res.get('llm_skipped', '')}.")
     if 'endpoint' in res:
         name, out = res['endpoint']
@@ -2012,8 +2170,6 @@ def _findings(report: Report, res: dict):
                            note='a user-configured OpenAI-compatible endpoint, a few items per task')
     elif 'endpoint_error' in res:
         report.notes.append(f"The configured endpoint failed: {res['endpoint_error']}")
-    else:
-        report.notes.append("No model endpoint configured (SPACE_OPENAI_BASE_URL): no language model was evaluated.")
 
 
 def scores_figure(table: dict, title: str = 'score per task and agent'):
@@ -2021,8 +2177,8 @@ def scores_figure(table: dict, title: str = 'score per task and agent'):
     import plotly.graph_objects as go
     from iclr25_nb.live import figure
     tasks = list(TASKS) + ['mrt:other', 'mct:open', 'mpath:open', 'csort:fixed', 'csort:near']   # fixed traces
-    agents = ALL_AGENTS + tuple(sorted({a for d in table.values() for a in d if not a.endswith(' spl')} -
-                                       set(ALL_AGENTS)))
+    agents = ALL_AGENTS + tuple(sorted({a for d in table.values() for a in d
+                                        if not a.endswith(' spl') and not a.startswith(BLIND_PREFIX)} - set(ALL_AGENTS)))
     import plotly.colors as pc
     hues = pc.qualitative.Dark24          # 15 agents: plotly's 10 default colours would repeat (random = location memory)
     traces = [go.Bar(x=tasks, y=[table.get(t, {}).get(a) for t in tasks], name=a, marker_color=hues[i % len(hues)])
@@ -2054,9 +2210,10 @@ def _figures(report: Report, res: dict):
 
 
 def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=None, device='cpu') -> Report:
-    """Reference agents on generated SPACE items: a trained MLP learns perspective taking (headline), oracle = 100%
-    and random = chance (sanity), each shortcut heuristic fails its task (mechanism). `data` is unused (the
-    benchmark's data are generated). `ablate`: answers from the items of another seed."""
+    """Gemma 3 270M against the strongest blind agent on generated SPACE items that the oracle solves (headlines, by
+    option likelihood and by generated answers); the benchmark's validity (every blind agent near chance) and each
+    shortcut heuristic failing its task (mechanisms); oracle = 100% and random = chance (sanity). `data` is unused
+    (the benchmark's data are generated). `ablate`: answers from the items of another seed."""
     with Report.run('space', preset, seed, ablate, device, threads=1) as report, item_failures(report):
         res = _run(preset, seed, ablate, device)
         _rows(report, res)
@@ -2066,7 +2223,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         report.notes += NOTES
     return report
 
-# %% ../nbs/22_space.ipynb #c7d792ac
+# %% ../nbs/22_space.ipynb #806a1b04
 def _image_figure(item: dict | None, show_answer: bool):
     import plotly.graph_objects as go
     from iclr25_nb.live import figure

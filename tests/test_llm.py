@@ -148,3 +148,15 @@ def test_local_server_speaks_openai():
         reply = client([{'role': 'user', 'content': 'Say hi.'}])
     # the pretrained 270M model answers its chat template with little or nothing: the point is the code path
     assert isinstance(reply, str) and client.calls == 1 and client.prompt_tokens > 0 and client.failures == 0
+
+
+@local
+def test_local_model_choice_logprobs_reads_one_distribution():
+    "The options' first tokens from one next-token distribution: equal to option_logprobs for one-token options."
+    g = llm.local_llm()
+    prompt = 'Question: which is a capital? Option 0: banana. Option 1: Paris.\n{"answer": '
+    first = g.choice_logprobs(prompt, ['0', '1', '2', '3'])
+    full = g.option_logprobs(prompt, ['0', '1', '2', '3'])
+    assert first.shape == (4,) and np.all(np.isfinite(first)) and np.all(first < 0)
+    np.testing.assert_allclose(first, full, atol=0.15)          # one-token options: the same scores (batch vs one-token kernels differ slightly)
+    with pytest.raises(ValueError, match='options'): g.choice_logprobs(prompt, [])

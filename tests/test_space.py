@@ -535,3 +535,84 @@ def test_mlp_on_ground_truth_coordinates_learns_perspective_taking():
             loss = ((net(x) - target) ** 2).sum(1).mean(); opt.zero_grad(); loss.backward(); opt.step()
         accs[tag] = qa_accuracy(test, [LearnedPTTAgent(net).answer(it) for it in test])
     assert accs['trained'] >= 80 and accs['shuffled'] <= 40, accs
+
+
+def test_shared_world_questions():
+    "The three large-scale questions about one world share its walkthrough; the oracle solves them; labels ablate."
+    from iclr25_nb.space import SHARED_TASKS, shared_world_questions, solve
+    q = shared_world_questions(4, seed=3)
+    assert [len(q[t]) for t in SHARED_TASKS] == [4, 4, 4]
+    for i in range(4):
+        walks = {tuple(map(tuple, q[t][i].meta['walk_path'])) for t in SHARED_TASKS}
+        assert len(walks) == 1                                                   # one world, one walkthrough
+        heads = {q[t][i].prompt.split('\nImagine')[0].split('\nWhat is')[0].split('\nWhich sketch')[0]
+                 for t in SHARED_TASKS}
+        assert len(heads) == 1
+    assert all(solve(it) == it.answer for v in q.values() for it in v)
+    again = shared_world_questions(4, seed=3)
+    assert [it.prompt for it in again['dir']] == [it.prompt for it in q['dir']]   # deterministic
+    ab = shared_world_questions(4, seed=3, label_seed=4)
+    assert [it.prompt for it in ab['msk']] == [it.prompt for it in q['msk']]
+    assert [it.answer for it in ab['msk']] == [it.answer for it in shared_world_questions(4, seed=4)['msk']]
+    with pytest.raises(ValueError, match='presentation'): shared_world_questions(1, 'video')
+
+
+def test_llm_questions_are_not_the_streams():
+    "The language model's questions come from their own seeds: none is a question the stream scores on seeds 0-2."
+    from iclr25_nb.core import overlap_count
+    from iclr25_nb.space import LLM_TASKS, llm_questions
+    items = llm_questions(3, seed=0)
+    assert sorted(Counter(it.task for it in items).items()) == sorted((t, 3) for t in LLM_TASKS)
+    stream = [it.prompt for s in range(3) for k in range(8) for t in LLM_TASKS
+              for it in generate(t, 2, 'text', s * 1_000_003 + k)]
+    assert overlap_count([it.prompt for it in items], stream) == 0
+    ab = llm_questions(3, seed=0, label_offset=1)
+    assert [it.prompt for it in ab] == [it.prompt for it in items]          # the ablation keeps what is shown
+
+
+class _StubModel:
+    "A stand-in model: follows an answer cue, else always option 1, and writes option 3."
+    model_path = 'stub'
+    def option_logprobs(self, prompt, options):
+        k = int(prompt.split('option ')[1][0]) if prompt.startswith('Hint') else 1
+        return -np.abs(np.arange(len(options)) - k).astype(float)
+    def complete(self, prompt, max_tokens=6):
+        return prompt.split('option ')[1][0] + '}' if prompt.startswith('Hint') else '3}'
+
+
+def test_model_readouts_and_cache(tmp_path):
+    "Three readouts per question; skipped items count as wrong; a disk cache gives the same readouts back."
+    from iclr25_nb.llm import ResponseCache
+    from iclr25_nb.space import model_readouts
+    items = generate('satt', 30, seed=5) + generate('ptt', 30, seed=5)
+    out = model_readouts(_StubModel(), items)
+    for t in ('satt', 'ptt'):
+        its = [it for it in items if it.task == t]
+        assert out[t]['likelihood'] == pytest.approx(100 * np.mean([it.answer == 1 for it in its]))
+        assert out[t]['generated'] == pytest.approx(100 * np.mean([it.answer == 3 for it in its]))
+        assert out[t]['cue likelihood'] == out[t]['cue generated'] == 100.0 and out[t]['n'] == 30
+    cache = ResponseCache(tmp_path / 'c.jsonl')
+    first = model_readouts(_StubModel(), items[:5], cache)
+    class _Refuses(_StubModel):
+        def option_logprobs(self, prompt, options): raise AssertionError('evaluated again')
+    assert model_readouts(_Refuses(), items[:5], ResponseCache(tmp_path / 'c.jsonl')) == first
+
+
+def test_strongest_blind_in_a_table():
+    from iclr25_nb.space import BLIND_PREFIX, strongest_blind_in
+    tab = {'oracle': 100.0, BLIND_PREFIX + 'odd one out': 27.0, BLIND_PREFIX + 'position 2': 31.0,
+           BLIND_PREFIX + 'position 0': 20.0}
+    assert strongest_blind_in(tab) == ('position', 31.0)
+    assert math.isnan(strongest_blind_in({'oracle': 100.0})[1])
+
+
+def test_blind_battery_runs_in_the_stream():
+    "The experiment scores the whole battery (and every answer position) beside the reference agents."
+    from iclr25_nb.space import BLIND_AGENTS, BLIND_PREFIX, STREAM, strongest_blind_in
+    exp = make_experiment('quick', seed=0, steps=8, test_items=10, train_batch=8)
+    exp.run()
+    tab = exp.table()
+    for task, _ in STREAM[:8]:
+        if task not in QA_TASKS: continue
+        assert {BLIND_PREFIX + a for a in BLIND_AGENTS} <= set(tab[task])
+        assert 0 <= strongest_blind_in(tab[task])[1] <= 100
