@@ -20,24 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'tests'))
-from _browser import ARGS, CHROMIUM, free_port, server                      # noqa: E402
+from _browser import ARGS, CHROMIUM, free_port, rss_mb, server, settle        # noqa: E402
 
 STEP = re.compile(r'step (\d+)')
 FIGS = "els => els.map(e => JSON.stringify((e.data || []).map(t => [t.x, t.y, t.z])))"
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f'/proc/{pid}/status') as f:
-        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
-
-
-def _settle(pid: int, quiet_s: float = 8.0, timeout: float = 120.0):
-    "Wait until the server's thread count has been still for `quiet_s` (closed sessions joined)."
-    count = lambda: len(list(Path(f'/proc/{pid}/task').iterdir()))
-    t0 = last = time.monotonic(); n = count()
-    while time.monotonic() - last < quiet_s and time.monotonic() - t0 < timeout:
-        time.sleep(0.5)
-        if count() != n: n, last = count(), time.monotonic()
 
 
 def _step(pg) -> int:
@@ -99,13 +85,13 @@ def main(argv=None):
     rows = []
     with server([sys.executable, '-m', 'iclr25_nb.cli', 'serve', '--port', str(port)], f'http://127.0.0.1:{port}/',
                 cwd=ROOT, timeout=180) as (proc, startup):
-        _settle(proc.pid)
-        rss = [_rss_mb(proc.pid)]
+        settle(proc.pid, timeout=120)
+        rss = [rss_mb(proc.pid)]
         plan = a.sessions[:-1] + [a.sessions[-1]] * a.rounds
         for n in plan:
             r = session_round(f'http://127.0.0.1:{port}/{a.paper}', n, a.train_s)
-            _settle(proc.pid); time.sleep(3)
-            rss.append(_rss_mb(proc.pid)); r['rss_after_mb'] = round(rss[-1])
+            settle(proc.pid, timeout=120); time.sleep(3)
+            rss.append(rss_mb(proc.pid)); r['rss_after_mb'] = round(rss[-1])
             rows.append(r); print(r, flush=True)
     out = dict(paper=a.paper, train_s=a.train_s, server_start_s=round(startup, 1), rss_start_mb=round(rss[0]),
                rounds=rows, growth_last_round_mb=round(rss[-1] - rss[-2]))

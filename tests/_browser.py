@@ -67,3 +67,22 @@ def page():
             yield pg
         finally:
             browser.close()
+
+
+def rss_mb(pid: int) -> float:
+    "A process's resident memory in MB (/proc)."
+    with open(f'/proc/{pid}/status') as f:
+        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
+
+
+def _threads(pid: int) -> int: return len(os.listdir(f'/proc/{pid}/task'))
+
+
+def settle(pid: int, quiet_s: float = 8.0, timeout: float = 90.0) -> float:
+    "Wait until a server's thread count has not changed for `quiet_s` (closed sessions joined); seconds waited."
+    t0 = last_change = time.monotonic()
+    n = _threads(pid)
+    while time.monotonic() - last_change < quiet_s and time.monotonic() - t0 < timeout:
+        time.sleep(0.5)
+        if _threads(pid) != n: n, last_change = _threads(pid), time.monotonic()
+    return time.monotonic() - t0

@@ -1,13 +1,12 @@
 "`iclr25 serve` in a real browser: pages load, Start makes figures change, clicks answer quickly."
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from _browser import free_port, page, server
+from _browser import free_port, page, rss_mb, server, settle
 from iclr25_nb.core import implemented_papers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,24 +128,6 @@ def test_closing_the_page_stops_and_joins_the_training_thread():
         srv.stop()
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f'/proc/{pid}/status') as f:
-        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
-
-
-def _threads(pid: int) -> int: return len(os.listdir(f'/proc/{pid}/task'))
-
-
-def _settle(pid: int, quiet_s: float = 8.0, timeout: float = 90.0) -> float:
-    "Wait until the server's thread count has not changed for `quiet_s` (closed sessions joined); seconds waited."
-    t0 = last_change = time.monotonic()
-    n = _threads(pid)
-    while time.monotonic() - last_change < quiet_s and time.monotonic() - t0 < timeout:
-        time.sleep(0.5)
-        if _threads(pid) != n: n, last_change = _threads(pid), time.monotonic()
-    return time.monotonic() - t0
-
-
 def _session_round(url: str, n: int, train_s: float):
     "Open `n` browser sessions on `url`, press Start in each, let them train `train_s` seconds, close them all."
     from playwright.sync_api import sync_playwright
@@ -173,13 +154,13 @@ def test_closed_sessions_do_not_grow_server_memory():
     port = free_port()
     with server([sys.executable, '-m', 'iclr25_nb.cli', 'serve', '--port', str(port)], f'http://127.0.0.1:{port}/',
                 cwd=ROOT, timeout=120) as (proc, _):
-        _settle(proc.pid)
-        rss = [_rss_mb(proc.pid)]
+        settle(proc.pid)
+        rss = [rss_mb(proc.pid)]
         for _ in range(2):
             _session_round(f'http://127.0.0.1:{port}/demo', n=4, train_s=5)
-            _settle(proc.pid)                               # closed sessions are destroyed within a few seconds
+            settle(proc.pid)                               # closed sessions are destroyed within a few seconds
             time.sleep(3)                                   # and their memory released a moment later
-            rss.append(_rss_mb(proc.pid))
+            rss.append(rss_mb(proc.pid))
         print(f"server RSS (MB): start {rss[0]:.0f}, after round 1 {rss[1]:.0f}, after round 2 {rss[2]:.0f}")
         assert rss[2] - rss[1] < 40, rss
 
