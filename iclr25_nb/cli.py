@@ -19,7 +19,8 @@ import traceback
 from pathlib import Path
 
 from .core import (PAPERS, BackgroundTrainer, _fmt, check_report, get_paper, implemented_papers,
-                            scorecard_markdown, scorecard_rows, seed_problems, seed_table, seed_table_markdown)
+                            scorecard_markdown, scorecard_rows, seed_problems, seed_table, seed_table_markdown,
+                            seed_times_markdown)
 
 log = logging.getLogger(__name__)
 
@@ -235,9 +236,11 @@ def cmd_reproduce(args, parser) -> int:
         for r in reports: tqdm.write(r['markdown'] if len(seeds) == 1 else f"{name} seed {r['meta']['seed']}: {r['summary']}")
         if len(seeds) > 1:
             table = seed_table(reports)
-            (folder / 'seeds.md').write_text(f"# {name}: claims over seeds {seeds}\n\n" + seed_table_markdown(table) + '\n')
+            times = seed_times_markdown(reports)
+            (folder / 'seeds.md').write_text(f"# {name}: claims over seeds {seeds}\n\n" + seed_table_markdown(table)
+                                             + f'\n\n{times}\n')
             (folder / 'seeds.json').write_text(json.dumps(table, indent=1))
-            tqdm.write(seed_table_markdown(table))
+            tqdm.write(seed_table_markdown(table) + f'\n\n{times}')
         result = '; '.join(f"seed {r['meta']['seed']}: {r['summary']}" for r in reports)
         tqdm.write(f"{name}: {time.perf_counter() - t0:.1f} s; {result}; reports in {folder}\n")
         problems = _check_failures(name, reports, args.ablate)

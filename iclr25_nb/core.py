@@ -7,11 +7,12 @@ __all__ = ['log', 'CHECKPOINT_NAME', 'LOCK_NAME', 'STEP_TURNS', 'MIXED', 'KINDS'
            'PAPERS', 'ITEM_ERRORS', 'seed_everything', 'bound', 'ConfigBase', 'resolve_device', 'Experiment',
            'RegressionConfig', 'RegressionDemo', 'NonFiniteLossError', 'save_checkpoint', 'load_checkpoint',
            'CheckpointDirLocked', 'pid_alive', 'CheckpointLock', 'StepTurns', 'BackgroundTrainer', 'Threshold', 'Claim',
-           'Finding', 'claim_problems', 'check_report', 'Report', 'seed_table', 'seed_table_markdown', 'seed_problems',
-           'Paper', 'read_literal', 'read_paper_meta', 'scorecard_problems', 'get_paper', 'implemented_papers',
-           'scorecard_status', 'scorecard_rows', 'scorecard_markdown', 'PaperModule', 'check_contract', 'item_key',
-           'overlap_count', 'Stopwatch', 'run_meta', 'torch_threads', 'preload_torch_compiler', 'ItemError',
-           'failure_reason', 'ItemFailures', 'item_failures', 'count_item_failure', 'each_item']
+           'Finding', 'claim_problems', 'check_report', 'Report', 'seed_table', 'seed_table_markdown',
+           'seed_times_markdown', 'seed_problems', 'Paper', 'read_literal', 'read_paper_meta', 'scorecard_problems',
+           'get_paper', 'implemented_papers', 'scorecard_status', 'scorecard_rows', 'scorecard_markdown', 'PaperModule',
+           'check_contract', 'item_key', 'overlap_count', 'Stopwatch', 'run_meta', 'torch_threads',
+           'preload_torch_compiler', 'ItemError', 'failure_reason', 'ItemFailures', 'item_failures',
+           'count_item_failure', 'each_item']
 
 # %% ../nbs/00_core.ipynb #abd72179
 import ast
@@ -993,16 +994,20 @@ class Report:
     def run(cls, paper: str, preset: str = 'quick', seed: int = 0, ablate: bool = False, device='cpu',
             threads: int | None = None):
         """`with Report.run('eign', preset, seed, ablate) as report:` opens every `reproduce`: the title from the
-        registry, the meta data, and the seconds the block took. `threads=n` runs the block with `n` torch threads
+        registry, the meta data, and the seconds the block took (wall clock, and CPU seconds over all threads, which
+        the load of a shared machine does not inflate; `meta['load']` is the 1-minute load average at the start). `threads=n` runs the block with `n` torch threads
         on CPU (`torch_threads`; tiny models run faster on one) and records the count it ran with."""
         entry = get_paper(paper)
         with torch_threads(threads, device):
             report = cls(paper=paper, title=entry.title, meta=run_meta(preset, seed, ablate=ablate, device=device))
             if ablate: report.meta['ablation'] = entry.ablation
             if entry.scorecard is not None: report.meta['claims'] = 'v3'
-            t0 = time.perf_counter()
+            report.meta['load'] = round(os.getloadavg()[0], 2) if hasattr(os, 'getloadavg') else None
+            t0, c0 = time.perf_counter(), time.process_time()
             yield report
             report.meta['seconds'] = round(time.perf_counter() - t0, 1)
+            # CPU seconds over all threads: an upper bound of the wall time on an idle machine, whatever the load
+            report.meta['cpu_seconds'] = round(time.process_time() - c0, 1)
 
     def add_row(self, method: str, **metrics):
         self.rows.append({'method': method, **metrics}); return self
@@ -1249,6 +1254,20 @@ def seed_table_markdown(rows: list[dict]) -> str:
                  _fmt(r['control_mean']) if r['control_mean'] is not None else '', null, expected, holds]
         lines.append('| ' + ' | '.join(_md_escape(c) for c in cells) + ' |')
     return '\n'.join(lines)
+
+
+def seed_times_markdown(reports: list) -> str:
+    """One line under the seed table: each seed's wall seconds, CPU seconds (all threads) and the load it ran at.
+    The quick preset's budget (about two minutes on 2 cores) is checked against the CPU seconds, which load does not
+    inflate."""
+    reports = [r if isinstance(r, dict) else r.to_dict(figures=False) for r in reports]
+    parts = []
+    for r in reports:
+        m = r.get('meta', {})
+        cpu = f", {m['cpu_seconds']:.0f} s CPU" if m.get('cpu_seconds') is not None else ''
+        load = f", load {m['load']:.1f}" if m.get('load') is not None else ''
+        parts.append(f"seed {m.get('seed')}: {m.get('seconds', float('nan')):.0f} s{cpu}{load}")
+    return 'Time per seed (wall, CPU over all threads, 1-minute load at the start): ' + '; '.join(parts) + '.'
 
 
 def seed_problems(reports: list) -> list[str]:
