@@ -118,7 +118,10 @@ class Row:
     """One line of a benchmark table: the same `task` at `size`, our seconds and the peer's.
 
     `peer` is None where no peer implements the task (ratio shown as a dash); `agreement` is a number (shown as
-    a max |difference|, e.g. `1.2e-09`) or a string (`'99.8% spikes'`); `skip` says why the peer did not run."""
+    a max |difference|, e.g. `1.2e-09`) or a string (`'99.8% spikes'`); `skip` says why the peer did not run.
+    `kind='peer'`: the peer is another library doing the same job (the rows issue 47 asks to be at most 1x);
+    `kind='cost'`: the "peer" is ours too (a baseline, a cheaper variant, the previous code): the ratio is what the
+    method or a safety check costs, not a race."""
     task: str
     size: str
     ours: float
@@ -126,6 +129,10 @@ class Row:
     agreement: float | str | None = None
     peer_name: str = ''
     skip: str = ''
+    kind: str = 'peer'
+
+    def __post_init__(self):
+        if self.kind not in ('peer', 'cost'): raise ValueError(f"Row.kind must be 'peer' or 'cost', got {self.kind!r}")
 
     @property
     def ratio(self) -> float:
@@ -134,11 +141,12 @@ class Row:
         return self.ours / self.peer
 
     @classmethod
-    def skipped(cls, task: str, size: str, ours: float, peer_name: str, reason: BaseException | str) -> 'Row':
+    def skipped(cls, task: str, size: str, ours: float, peer_name: str, reason: BaseException | str,
+                kind: str = 'peer') -> 'Row':
         "A row for a peer that could not run (not installed): says so on stderr and in the table."
         why = f'{type(reason).__name__}: {reason}' if isinstance(reason, BaseException) else str(reason)
         print(f'{peer_name}: skipped ({why})', file=sys.stderr)
-        return cls(task, size, ours, None, None, peer_name, skip=why if len(why) < 60 else why[:57] + '...')
+        return cls(task, size, ours, None, None, peer_name, skip=why if len(why) < 60 else why[:57] + '...', kind=kind)
 
 
 def markdown(header: Sequence[str], rows: Iterable[Sequence], title: str | None = None) -> str:
@@ -163,7 +171,7 @@ def table(rows: Iterable[Row], title: str | None = None, unit: str = 's', agreem
     body = []
     for r in rows:
         record('row', title=title, task=r.task, size=r.size, peer_name=r.peer_name, ours_s=r.ours, peer_s=r.peer,
-               ratio=r.ratio, agreement=r.agreement, skip=r.skip)
+               ratio=r.ratio, agreement=r.agreement, skip=r.skip, vs=r.kind)
         agree = f'{r.agreement:.1e}' if isinstance(r.agreement, float) and not math.isnan(r.agreement) else fmt(r.agreement)
         body.append((r.task, r.size, r.peer_name or '—', scale * r.ours,
                      f'skipped: {r.skip}' if r.skip else (None if r.peer is None else scale * r.peer),
