@@ -324,3 +324,18 @@ def test_with_its_extra_installed_a_paper_runs(venv, wheel, paper):
     finally:
         added = sorted(_freeze(venv) - before)
         if added: _in_venv(venv, ['python', '-m', 'pip', 'uninstall', '-y', '-q', *added], 300)
+
+
+def test_hiding_everything_outside_dev_leaves_what_dev_installs():
+    """tests/_extras.py, which test_e2e_app's server runs under: after `hide_all_but('dev')` a module only the test
+    extra installs is gone (as after the README's first command), and the serve pages' peers and the app remain."""
+    code = ("import sys, importlib.util as u; sys.path.insert(0, 'tests'); import _extras; h = _extras.hide_all_but('dev');"
+            "import panel, rdkit, skimage, iclr25_nb.app\n"
+            "for m in ('ot', 'torch_geometric', 'roma', 'gemmi'):\n"
+            "    try: __import__(m)\n"
+            "    except ModuleNotFoundError as e: assert 'outside iclr25_nb[dev]' in str(e), e\n"
+            "    else: raise SystemExit(f'{m} importable')\n"
+            "print(len(h))")
+    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(r.stdout.split()[-1]) > 10
