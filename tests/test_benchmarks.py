@@ -1,4 +1,4 @@
-"benchmarks/_timing.py and run_all.py: the CPU clock of paired rounds, and the load recorded with the table."
+"benchmarks/_timing.py and run_all.py: the CPU clock of paired rounds, the load recorded with the table, the vs column and peer summary, --update, and the docs page's summary."
 import json
 import sys
 import time
