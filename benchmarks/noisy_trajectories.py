@@ -3,7 +3,8 @@ as N and T grow.
 
     python benchmarks/noisy_trajectories.py [--quick]
 
-Prints three tables: (1) time and agreement of our squared Bures distance vs POT's `bures_wasserstein_distance`
+All times are CPU seconds of this process (`clock='cpu'`). Rows of ours against ours (the previous code, the
+plain alternation) are `kind='cost'`; POT's rows are peers. Prints these tables: (1) time and agreement of our squared Bures distance vs POT's `bures_wasserstein_distance`
 (POT returns W; we compare W²), for plain covariances and for the NT-dimensional Gaussians of two Gaussian processes
 at a fixed alignment; (2) one causal-OT alternating iteration (P-step + Q-step) of `AlternatingAligner` (block
 columns stored once, N × kN layout) against the same iteration written with dense NT × NT factors (the previous
@@ -11,7 +12,7 @@ implementation, kept here as the reference) and, as a scale reference since no p
 POT's full W2 between the same NT-dimensional Gaussians; (3) whole fits, accelerated and plain, to the same tolerance;
 (4) the whole causal-OT fit from the two covariances (block Cholesky factors, aligner, accelerated fit to tol 1e-10)
 against POT's full Gaussian W2 from the same covariances, in CPU seconds of this process (`clock='cpu'`, so that
-another job's time slices on this shared machine do not count), N = T = 25 (5 paired rounds) and N = T = 50 (one
+another job's time slices on this shared machine do not count), N = T = 25 (7 paired rounds) and N = T = 50 (one
 call each: POT takes about 30 CPU seconds there), also with --quick. A scale reference, not a race on the same task:
 POT fits no alignment, the causal fit alternates tens of times; issue 47's goal is at most 0.15 x POT's time at
 N = T = 50 (at N = T = 25 POT's eigendecompositions are cheap and the fit takes longer than POT).
@@ -64,7 +65,7 @@ def main(quick: bool = False):
         if isinstance(ot, ImportError):
             rows.append(Row.skipped('Bures W², covariances', f'dim {n}', timed(ours_fn, repeat=7)[0], 'POT', ot)); continue
         pot_fn = lambda: ot.gaussian.bures_wasserstein_distance(m0, m0, A, B) ** 2
-        med, ts = paired({'ours': ours_fn, 'POT': pot_fn}, 15)       # interleaved: a load drift hits both alike
+        med, ts = paired({'ours': ours_fn, 'POT': pot_fn}, 15, clock='cpu')   # interleaved: a load drift hits both alike
         rows.append(Row('Bures W², covariances', f'dim {n}', med['ours'], med['POT'], float(abs(ours_fn() - pot_fn())),
                         'POT bures_wasserstein_distance²'))
         spreads.append(('Bures W²', f'dim {n}', spread(ts, 'ours', 'POT')))
@@ -75,7 +76,7 @@ def main(quick: bool = False):
         if isinstance(ot, ImportError):
             rows.append(Row.skipped(task, size, timed(ours_fn, repeat=7)[0], 'POT', ot)); continue
         pot_fn = lambda: ot.gaussian.bures_wasserstein_distance(x.mean.ravel(), y.mean.ravel(), x.cov, y.cov) ** 2
-        med, ts = paired({'ours': ours_fn, 'POT': pot_fn}, 15)
+        med, ts = paired({'ours': ours_fn, 'POT': pot_fn}, 15, clock='cpu')
         rows.append(Row(task, size, med['ours'], med['POT'], float(abs(ours_fn() - pot_fn())), 'POT bures_wasserstein_distance²'))
         spreads.append((task, size, spread(ts, 'ours', 'POT')))
     print(table(rows, 'Bures / W2: ours vs POT (same Gaussians, same run)', unit='ms', agreement='abs diff of W²'))
@@ -94,22 +95,24 @@ def main(quick: bool = False):
             obj, _, P = al.evaluate(Q0); return obj, al.update(Q0, P)
         size = f'N={N}, T={T} (NT={N * T})'
         n_rep = 1 if N * T > 1500 else 5
-        t_it, (obj, Q1) = timed(iteration, repeat=max(n_rep, 3))
-        t_dense, (obj_d, Q1_d) = timed(lambda: dense_iteration(Lx, Ly, x.mean, y.mean, Q0), repeat=n_rep, warmup=int(n_rep > 1))
+        t_it, (obj, Q1) = timed(iteration, repeat=max(n_rep, 3), clock='cpu')
+        t_dense, (obj_d, Q1_d) = timed(lambda: dense_iteration(Lx, Ly, x.mean, y.mean, Q0), repeat=n_rep, warmup=int(n_rep > 1),
+                                       clock='cpu')
         agree = max(abs(obj - obj_d) / max(1.0, obj_d), float(np.abs(Q1 - Q1_d).max()))
-        it_rows.append(Row('causal OT, one iteration', size, t_it, t_dense, agree, 'dense NT×NT factors (previous code)'))
+        it_rows.append(Row('causal OT, one iteration', size, t_it, t_dense, agree, 'dense NT×NT factors (previous code)', kind='cost'))
         if isinstance(ot, ImportError): pot_rows.append(Row.skipped('causal OT, one iteration', size, t_it, 'POT', ot))
         elif quick and N * T > 1500:
             pot_rows.append(Row.skipped('causal OT, one iteration', size, t_it, 'POT full W2', 'not in --quick (about a minute at NT=2500)'))
         else:
             t_pot = time_call(lambda: ot.gaussian.bures_wasserstein_distance(x.mean.ravel(), y.mean.ravel(), x.cov, y.cov),
-                              repeat=n_rep, warmup=int(n_rep > 1))
+                              repeat=n_rep, warmup=int(n_rep > 1), clock='cpu')
             pot_rows.append(Row('causal OT, one iteration', size, t_it, t_pot, None, 'POT full W2 (scale reference)'))
         if quick and N * T > 1500: continue
-        t_fast, r_fast = timed(lambda: al.fit(max_iter=2000), repeat=1, warmup=0)
-        t_plain, r_plain = timed(lambda: al.fit(max_iter=2000, accelerate=False), repeat=1, warmup=0)
+        t_fast, r_fast = timed(lambda: al.fit(max_iter=2000), repeat=1, warmup=0, clock='cpu')
+        t_plain, r_plain = timed(lambda: al.fit(max_iter=2000, accelerate=False), repeat=1, warmup=0, clock='cpu')
         fits.append(Row('causal OT fit to tol 1e-10', f'{size}: {len(r_fast.loss_history)} vs {len(r_plain.loss_history)} iterations',
-                        t_fast, t_plain, (r_fast.squared - r_plain.squared) / max(1.0, r_plain.squared), 'plain alternation'))
+                        t_fast, t_plain, (r_fast.squared - r_plain.squared) / max(1.0, r_plain.squared), 'plain alternation',
+                        kind='cost'))
         print(f'{size}: block Cholesky x2 {t_chol:.3g} s', flush=True)
     print()
     print(table(it_rows, 'Causal OT: one alternating iteration, block columns vs dense factors (same Q, same run)',
@@ -129,7 +132,7 @@ def main(quick: bool = False):
 def fit_vs_pot(ot, quick: bool) -> list:
     "Rows of the whole causal-OT fit (Cholesky factors included) against POT's full W2 on the same covariances."
     rows, rng = [], np.random.default_rng(47)
-    for N, T, rounds in ((25, 25, 5), (50, 50, 1)):
+    for N, T, rounds in ((25, 25, 7), (50, 50, 1)):
         x, y = random_gp(T, N, rng), random_gp(T, N, rng)
         def ours():                                                     # fresh summaries: no cached factors
             xs, ys = (GaussianProcessSummary(s.mean, s.cov, check=False) for s in (x, y))

@@ -1,11 +1,19 @@
 """Run every benchmark and write one table (markdown + JSON) with the machine, torch threads and versions.
 
     python benchmarks/run_all.py [--quick] [--out benchmarks/results] [--only eign noisy_trajectories] [--timeout 900]
+    python benchmarks/run_all.py --quick --only space threedpc --update     # rerun these, keep the others' rows
 
 Each `benchmarks/*.py` (not `_*.py`, not this file) runs as its own subprocess, with `--quick` when `--quick` is given
 and the script accepts it (its source mentions `--quick`), and with `$BENCH_JSON` naming a file that `_timing.table()`
 and `_timing.markdown()` append their rows to. A benchmark that fails, times out or lacks a peer library becomes a row
 that says so; its full output is kept as `<out>/<name>.txt`. Writes `<out>/results.md` and `<out>/results.json`.
+
+Each row says what it races (`vs`, from `_timing.Row.kind`): `peer` = another library doing the same job (the rows
+issue 47 wants at or below 1x), `cost` = ours against ours (a method's overhead over its baseline, the previous
+code). Above the table one line sums up the peer rows: how many, how many at or below 1.0x, and which are above.
+`--update` reruns only the benchmarks named by `--only` and merges their rows into the existing results.json and
+results.md: the other benchmarks keep their rows, each with the date and load of its own run (per script, below the
+table).
 """
 from __future__ import annotations
 
@@ -40,9 +48,13 @@ def discover(folder: Path, only: list[str] | None = None) -> list[tuple[str, Pat
     return [(n, found.get(n)) for n in only]
 
 
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')
+
+
 def machine() -> dict:
     "The machine, threads and library versions the table was measured with."
-    info = {'date': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'), 'platform': platform.platform(),
+    info = {'date': _now(), 'platform': platform.platform(),
             'processor': platform.processor() or platform.machine(), 'cpu_count': os.cpu_count(),
             'python': platform.python_version(),
             'env': {k: os.environ[k] for k in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS') if k in os.environ}}
@@ -74,7 +86,8 @@ def _why_failed(out: str) -> str:
 
 def run_one(name: str, path: Path | None, quick: bool, timeout: float, out_dir: Path) -> dict:
     "Run one benchmark as a subprocess and collect its rows from $BENCH_JSON."
-    res = {'name': name, 'status': 'ok', 'seconds': None, 'command': None, 'quick': False, 'rows': [], 'tables': []}
+    res = {'name': name, 'status': 'ok', 'seconds': None, 'command': None, 'quick': False, 'rows': [], 'tables': [],
+           'date': _now()}
     if path is None: res.update(status='missing', reason='no such benchmark script'); return res
     quick_ok = quick and '--quick' in path.read_text()
     cmd = [sys.executable, str(path)] + (['--quick'] if quick_ok else [])
@@ -120,6 +133,34 @@ def _agree_cell(a) -> str:
     return f'{a:.1e}' if isinstance(a, float) else fmt(a)
 
 
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def peer_summary(results: list[dict]) -> dict:
+    """The peer rows (`vs` 'peer'; rows recorded before `vs` existed count as peer) that have a ratio: how many, how
+    many at or below 1.0x, the (benchmark, task, size, ratio) of those above, and how many peer rows have no ratio
+    (a peer named but skipped or not timed; a row that names no peer is no race)."""
+    n, ok, above, none = 0, 0, [], 0
+    for b in results:
+        for r in b.get('rows', []):
+            if r.get('vs', 'peer') != 'peer': continue
+            x = r.get('ratio')
+            if not _finite(x): none += bool(r.get('peer_name')); continue      # a row with no peer at all is no race
+            n += 1
+            if x <= 1.0: ok += 1
+            else: above.append((b['name'], r.get('task'), r.get('size'), round(float(x), 3)))
+    return {'peer_rows': n, 'at_or_below_1': ok, 'above': above, 'no_ratio': none}
+
+
+def summary_line(results: list[dict]) -> str:
+    "'peer rows: N; at or below 1.0x: K; above: (benchmark, task, size, ratio), ...' (see `peer_summary`)."
+    s = peer_summary(results)
+    above = '; '.join(f'({b}, {t}, {z}, {x:.3g}x)' for b, t, z, x in s['above']) or 'none'
+    return (f"peer rows: {s['peer_rows']}; at or below 1.0x: {s['at_or_below_1']}; above: {above}"
+            + (f" (and {s['no_ratio']} peer rows without a ratio: peer skipped or not timed)" if s['no_ratio'] else ''))
+
+
 def to_markdown(info: dict, results: list[dict], quick: bool) -> str:
     "The one table: a row per benchmark row (with ratio), and a row per benchmark that failed, timed out or is missing."
     v = ', '.join(f'{k} {x}' for k, x in info['versions'].items())
@@ -128,23 +169,45 @@ def to_markdown(info: dict, results: list[dict], quick: bool) -> str:
             f"torch threads {info.get('torch_threads')}; load average (1, 5, 15 min) {info.get('load_avg')} at the start, "
             f"{info.get('load_avg_end')} at the end"
             + (f"; env {info['env']}" if info['env'] else '') + '.', '', f'Versions: {v}.', '',
-            'ours / peer below 1: ours is faster (each benchmark: median of its repeats, both sides in the same run).', '', '']
+            'ours / peer below 1: ours is faster (each benchmark: median of its repeats, both sides in the same run). '
+            "vs: `peer` = another library doing the same job; `cost` = ours against ours (a method's overhead over its "
+            'baseline, the previous code), not a race.', '']
+    for u in info.get('updates', []):
+        head.append(f"Updated {u['date']} (load average {u.get('load_avg')}): reran {', '.join(u['names'])}; the other "
+                    'rows are from their own runs (dates per script below).')
+    if info.get('updates'): head.append('')
+    head += [summary_line(results), '', '']
     body = []
     for b in results:
         if b['status'] != 'ok':
-            body.append((b['name'], f"**{b['status']}**: {b.get('reason', '')}", '', '', '', '', '', '', fmt(b['seconds'])))
+            body.append((b['name'], f"**{b['status']}**: {b.get('reason', '')}", '', '', '', '', '', '', '', fmt(b['seconds'])))
         for r in b['rows']:
             peer = f"skipped: {r['skip']}" if r.get('skip') else r.get('peer_s')
-            body.append((b['name'], r.get('task'), r.get('size'), r.get('peer_name') or '—', r.get('ours_s'), peer,
-                         _ratio_cell(r), _agree_cell(r.get('agreement')), ''))
+            body.append((b['name'], r.get('task'), r.get('size'), r.get('vs', 'peer'), r.get('peer_name') or '—',
+                         r.get('ours_s'), peer, _ratio_cell(r), _agree_cell(r.get('agreement')), ''))
         if b['status'] == 'ok' and not b['rows']:
             body.append((b['name'], b.get('note') or f"{len(b['tables'])} table(s) without ratios (see results.json)",
-                         '', '', '', '', '', '', fmt(b['seconds'])))
-    table = _markdown(['benchmark', 'task', 'size', 'peer', 'ours (s)', 'peer (s)', 'ours / peer', 'agreement',
+                         '', '', '', '', '', '', '', fmt(b['seconds'])))
+    table = _markdown(['benchmark', 'task', 'size', 'vs', 'peer', 'ours (s)', 'peer (s)', 'ours / peer', 'agreement',
                        'script (s)'], body)
-    per = [f"{b['name']}: {b['status']}, {fmt(b['seconds'])} s" + (' (--quick)' if b['quick'] else '')
-           + (f", load {b['load_avg_start'][0]}" if b.get('load_avg_start') else '') for b in results]
-    return '\n'.join(head) + table + '\n\nPer script (seconds, 1-minute load average when it started): ' + '; '.join(per) + '.\n'
+    per = [f"{b['name']}: {b['status']}, {fmt(b['seconds'])} s" + (' (--quick)' if b.get('quick') else '')
+           + (f", load {b['load_avg_start'][0]}" if b.get('load_avg_start') else '')
+           + f", {b.get('date') or info['date']}" for b in results]
+    return ('\n'.join(head) + table + '\n\nPer script (seconds, 1-minute load average when it started, date): '
+            + '; '.join(per) + '.\n')
+
+
+def merge(old: dict, new: list[dict], info: dict) -> tuple[dict, list[dict]]:
+    """Results of an `--update`: `old` (a results.json) with the benchmarks in `new` replaced (or added), sorted by
+    name; the machine description is the old one (its date the first run's) plus this update in `updates`. A
+    benchmark of the old table without its own date gets the old table's date."""
+    m = dict(old.get('machine') or info)
+    for b in old.get('benchmarks', []): b.setdefault('date', m.get('date'))
+    names = {b['name'] for b in new}
+    results = sorted([b for b in old.get('benchmarks', []) if b['name'] not in names] + new, key=lambda b: b['name'])
+    m['updates'] = list(m.get('updates', [])) + [{'date': info['date'], 'names': sorted(names),
+                                                  'load_avg': info.get('load_avg'), 'versions': info.get('versions')}]
+    return m, results
 
 
 def main(argv=None):
@@ -153,6 +216,8 @@ def main(argv=None):
     ap.add_argument('--out', type=Path, default=HERE / 'results', help='folder for results.md, results.json and outputs')
     ap.add_argument('--only', nargs='+', metavar='NAME', help='run only these benchmarks (file names without .py)')
     ap.add_argument('--timeout', type=float, default=None, help='seconds per benchmark (default 600 with --quick, else 3600)')
+    ap.add_argument('--update', action='store_true',
+                    help="rerun only --only's benchmarks and merge their rows into the existing results in --out")
     ap.add_argument('--dir', type=Path, default=HERE, help=argparse.SUPPRESS)       # another folder of benchmarks (tests)
     a = ap.parse_args(argv)
     timeout = a.timeout or (600.0 if a.quick else 3600.0)
@@ -164,9 +229,18 @@ def main(argv=None):
         print(res['status'], f"{res['seconds']} s" if res['seconds'] is not None else '', res.get('reason', ''), flush=True)
     try: info['load_avg_end'] = [round(x, 2) for x in os.getloadavg()]
     except OSError: pass
-    md = to_markdown(info, results, a.quick)
+    quick = a.quick
+    if a.update:
+        prev = a.out / 'results.json'
+        if prev.exists():
+            old = json.loads(prev.read_text())
+            info, results = merge(old, results, info)
+            quick = bool(old.get('quick', a.quick))
+            if quick != a.quick: print(f'note: the table was measured with quick={quick}, this update with quick={a.quick}')
+        else: print(f'--update: no {prev}, writing a new table')
+    md = to_markdown(info, results, quick)
     (a.out / 'results.md').write_text(md)
-    (a.out / 'results.json').write_text(json.dumps({'machine': info, 'quick': a.quick, 'benchmarks': results}, indent=1))
+    (a.out / 'results.json').write_text(json.dumps({'machine': info, 'quick': quick, 'benchmarks': results}, indent=1))
     print(md)
     print(f"wrote {a.out / 'results.md'} and {a.out / 'results.json'}")
     return 0

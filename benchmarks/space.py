@@ -1,41 +1,52 @@
 """SPACE benchmark: generation and evaluation throughput, and our BFS against networkx (the peer upstream uses).
 
-1. Shortest paths on mazes of three sizes: our `shortest_path` (a deque BFS over a numpy grid) against networkx's
-   `shortest_path` on the 4-connected grid graph of the same free cells (the graph construction is timed too, as
-   upstream builds it per environment); agreement = the largest difference in path length (0 = identical).
+1. Shortest paths on mazes of three sizes: our `shortest_path` (a BFS over flat indices of the padded grid that
+   stops at the goal) against networkx's `shortest_path_length` (bidirectional BFS) on the 4-connected grid graph of
+   the same free cells, with the graph built per call (as upstream builds it per environment) and built once;
+   paired rounds in CPU seconds (median and quartiles of the ratios); agreement = the largest difference in path
+   length (0 = identical).
 2. Maze generation at three sizes (no peer installed here: mazelib is not in the environment).
 3. Items generated per second per task (text and image), and evaluation throughput (items or episodes scored per
    second) of the oracle agent.
 
-Run: python benchmarks/space.py [--cells 10 30 60] [--repeats 3] [--items 50]
+Run: python benchmarks/space.py [--cells 10 30 60] [--repeats 15] [--items 50]
 """
 import argparse
 import time
 
 import numpy as np
 
-from _timing import Row, markdown, table, timed
+from _timing import Row, markdown, paired, spread, table, time_call, timed
 
 
 def bfs_vs_networkx(cells: int, repeat: int, pairs: int = 10):
+    """Rows for one maze size: our BFS against networkx with the graph built per call (as upstream does per
+    environment) and against networkx on a graph built once; paired rounds in CPU seconds."""
     from iclr25_nb.space import braid, carve_maze, shortest_path
     rng = np.random.default_rng(cells)
     grid = braid(carve_maze(cells, cells, rng), 0.2, rng)
     free = [tuple(map(int, p)) for p in np.argwhere(grid == 1)]
     ends = [(free[i], free[j]) for i, j in rng.integers(0, len(free), (pairs, 2))]
-    t_ours, ours = timed(lambda: [len(shortest_path(grid, a, b)) - 1 for a, b in ends], repeat)
+    ours = lambda: [len(shortest_path(grid, a, b)) - 1 for a, b in ends]
     size = f'{grid.shape[0]}x{grid.shape[1]}, {pairs} pairs'
     try:
         import networkx as nx
     except ImportError as e:
-        return Row.skipped('shortest paths', size, t_ours, 'networkx', e)
+        return [Row.skipped('shortest paths', size, time_call(ours, repeat, clock='cpu'), 'networkx', e)]
 
-    def peer():
+    def build():
         g = nx.grid_2d_graph(*grid.shape)
         g.remove_nodes_from([tuple(p) for p in np.argwhere(grid == 0)])
-        return [nx.shortest_path_length(g, a, b) for a, b in ends]
-    t_peer, theirs = timed(peer, repeat)
-    return Row('shortest paths', size, t_ours, t_peer, float(np.max(np.abs(np.subtract(ours, theirs)))), 'networkx')
+        return g
+    g0 = build()
+    fns = {'ours': ours, 'nx': lambda: (lambda g: [nx.shortest_path_length(g, a, b) for a, b in ends])(build()),
+           'nx_prebuilt': lambda: [nx.shortest_path_length(g0, a, b) for a, b in ends]}
+    med, ts = paired(fns, repeat, clock='cpu')
+    diff = float(np.max(np.abs(np.subtract(ours(), fns['nx']()))))
+    return [Row('shortest paths (graph built per call, as upstream)', size, med['ours'], med['nx'],
+                f'{diff:.0f} max |length diff|; ratio {spread(ts, "ours", "nx")}', 'networkx'),
+            Row('shortest paths (graph built once)', size, med['ours'], med['nx_prebuilt'],
+                f'ratio {spread(ts, "ours", "nx_prebuilt")}', 'networkx')]
 
 
 def throughput(n: int):
@@ -53,12 +64,12 @@ def throughput(n: int):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--cells', type=int, nargs='+', default=[10, 30, 60])
-    ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--repeats', type=int, default=15)
     ap.add_argument('--items', type=int, default=50)
     args = ap.parse_args()
     from iclr25_nb.space import carve_maze
-    print(table([bfs_vs_networkx(c, args.repeats) for c in args.cells], 'BFS shortest paths: ours vs networkx',
-                unit='ms', agreement='max |length difference|'))
+    print(table([r for c in args.cells for r in bfs_vs_networkx(c, args.repeats)], 'BFS shortest paths: ours vs networkx',
+                unit='ms', agreement='agreement; ours / peer median [quartiles] of paired CPU-time rounds'))
     print()
     gen = []
     for c in args.cells:

@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['log', 'SKIP_FLAGS', 'LIVE_MIMES', 'LOADER_MIMES', 'CDN_HOSTS', 'PLOTLY_MIME', 'LIVE_NOTE', 'prepare_notebook',
-           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'benchmarks_page', 'build_docs']
+           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'benchmark_summary', 'benchmarks_page',
+           'build_docs']
 
 # %% ../nbs/04_docs.ipynb #095a13db
 import ast
@@ -244,7 +245,25 @@ def check_offline(site: Path) -> list[str]:
             bad.append(f"{f.relative_to(site)}: {m[:120]}")
     return bad
 
-# %% ../nbs/04_docs.ipynb #7ac1b6ae
+# %% ../nbs/04_docs.ipynb #1f52f832
+def benchmark_summary(results: dict) -> str:
+    """'peer rows: N; at or below 1.0x: K; above: (benchmark, task, size, ratio), ...' over the rows of a results.json
+    that race a peer library (`vs` 'peer', or no `vs`: rows recorded before it existed), as `run_all.summary_line`."""
+    import math
+    n, ok, above, none = 0, 0, [], 0
+    for b in results.get('benchmarks', []):
+        for r in b.get('rows', []):
+            if r.get('vs', 'peer') != 'peer': continue
+            x = r.get('ratio')
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                none += bool(r.get('peer_name')); continue                # a row with no peer at all is no race
+            n += 1
+            if x <= 1.0: ok += 1
+            else: above.append(f"({b['name']}, {r.get('task')}, {r.get('size')}, {round(float(x), 3):.3g}x)")
+    return (f"peer rows: {n}; at or below 1.0x: {ok}; above: {'; '.join(above) or 'none'}"
+            + (f" (and {none} peer rows without a ratio: peer skipped or not timed)" if none else ''))
+
+
 def benchmarks_page(results: dict, table_md: str = '') -> dict:
     "The Benchmarks page as a notebook: `table_md` (results.md) and a plotly figure per kernel, ours vs the peer over size."
     import plotly.graph_objects as go
@@ -252,18 +271,20 @@ def benchmarks_page(results: dict, table_md: str = '') -> dict:
     for b in results.get('benchmarks', []):
         for r in b.get('rows', []):
             if r.get('peer_s') is None or r.get('ours_s') is None or r.get('skip'): continue
-            kernels.setdefault((b['name'], r.get('task') or '', r.get('peer_name') or 'peer'), []).append(r)
+            kernels.setdefault((b['name'], r.get('task') or '', r.get('peer_name') or 'peer', r.get('vs', 'peer')), []).append(r)
     m = results.get('machine', {})
     cells = [{'cell_type': 'markdown', 'id': 'benchmarks-table', 'metadata': {}, 'source':
               '# Benchmarks\n\nOurs against the peer library on the same work, from `python benchmarks/run_all.py'
               + (' --quick' if results.get('quick') else '') + f"` on {m.get('date', '?')}: {m.get('processor', '?')}, "
               f"{m.get('cpu_count', '?')} CPUs, load average {m.get('load_avg', '?')}. Below 1 in the ours / peer "
-              'column, ours is faster.\n\n' + (table_md.split('\n', 1)[1].strip() if table_md.startswith('# ') else table_md)}]
-    for (bench, task, peer), rows in kernels.items():
+              'column, ours is faster.\n\n**' + benchmark_summary(results).replace('|', '\\|') + '**\n\n'
+              + '\n'.join(l for l in (table_md.split('\n', 1)[1].strip() if table_md.startswith('# ') else table_md).split('\n')
+                          if not l.startswith('peer rows: '))}]
+    for (bench, task, peer, vs), rows in kernels.items():
         sizes = [str(r.get('size')) for r in rows]
         fig = go.Figure([go.Scatter(x=sizes, y=[r['ours_s'] for r in rows], name='ours', mode='lines+markers'),
                          go.Scatter(x=sizes, y=[r['peer_s'] for r in rows], name=peer, mode='lines+markers')])
-        fig.update_layout(title=f'{bench}: {task}', yaxis_type='log', yaxis_title='seconds', xaxis_title='size',
+        fig.update_layout(title=f'{bench}: {task}' + (' (cost: ours vs ours)' if vs == 'cost' else ''), yaxis_type='log', yaxis_title='seconds', xaxis_title='size',
                           height=360, margin=dict(l=60, r=20, t=50, b=60))
         cells.append({'cell_type': 'code', 'id': f'benchmarks-fig-{len(cells)}', 'metadata': {'tags': ['remove_input']},
                       'execution_count': None, 'source': '', 'outputs': [

@@ -500,7 +500,7 @@ def _gen_cbtt(rng, presentation: str, size: int = 7, blocks: int = 9) -> Item:
                 {'positions': pos, 'taps': taps, 'labels': labels.tolist(), 'frames': [f.tolist() for f in frames],
                  'numbered': numbered.tolist()}, image)
 
-# %% ../nbs/22_space.ipynb #7456760c
+# %% ../nbs/22_space.ipynb #ce853e67
 def carve_maze(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     "A perfect maze: (2h+1, 2w+1) int8 grid, 1 = free, 0 = wall, carved by a depth-first backtracker."
     grid = np.zeros((2 * h + 1, 2 * w + 1), np.int8)
@@ -528,28 +528,46 @@ def braid(grid: np.ndarray, fraction: float, rng) -> np.ndarray:
     return g
 
 
+def _bfs_flat(grid, start, goal=None):
+    """Breadth-first search on flat indices of the grid padded by one wall cell (so no bounds checks): the parent
+    of each reached index (-1 for `start`) in BFS order, stopping as soon as `goal` (if given) is reached. The
+    neighbours are tried in the order of `MOVES`, so the parents are those of the plain cell-by-cell search."""
+    g = np.asarray(grid)
+    W2 = g.shape[1] + 2
+    pad = np.zeros((g.shape[0] + 2, W2), bool); pad[1:-1, 1:-1] = g.astype(bool)
+    free = pad.ravel().tolist()
+    s = (int(start[0]) + 1) * W2 + int(start[1]) + 1
+    t = -2 if goal is None else (int(goal[0]) + 1) * W2 + int(goal[1]) + 1
+    steps = tuple(dr * W2 + dc for dr, dc in MOVES.values())
+    parent, queue, i = {s: -1}, [s], 0
+    if s == t: return parent, W2
+    free[s] = False                                                  # reached cells are closed
+    while i < len(queue):
+        u = queue[i]; i += 1
+        for d in steps:
+            n = u + d
+            if free[n]:
+                free[n] = False; parent[n] = u; queue.append(n)
+                if n == t: return parent, W2
+    return parent, W2
+
+
 def bfs(grid, start) -> dict:
-    "Breadth-first search on the 4-connected free cells of `grid` (truthy = free): {cell: parent}."
-    grid = np.asarray(grid)
-    start = tuple(start)
-    parent = {start: None}
-    queue = deque([start])
-    while queue:
-        r, c = queue.popleft()
-        for dr, dc in MOVES.values():
-            n = (r + dr, c + dc)
-            if 0 <= n[0] < grid.shape[0] and 0 <= n[1] < grid.shape[1] and grid[n] and n not in parent:
-                parent[n] = (r, c); queue.append(n)
-    return parent
+    "Breadth-first search on the 4-connected free cells of `grid` (truthy = free): {cell: parent}, in BFS order."
+    parent, W2 = _bfs_flat(grid, start)
+    cell = lambda u: (u // W2 - 1, u % W2 - 1)
+    return {cell(u): (None if p < 0 else cell(p)) for u, p in parent.items()}
 
 
 def shortest_path(grid, start, goal) -> list | None:
-    "The BFS shortest path from `start` to `goal` as a list of (row, col), both ends included; None if none."
-    parent = bfs(grid, start)
-    goal = tuple(goal)
-    if goal not in parent: return None
-    path = [goal]
-    while parent[path[-1]] is not None: path.append(parent[path[-1]])
+    """The BFS shortest path from `start` to `goal` as a list of (row, col), both ends included; None if none.
+    The search stops when it reaches `goal` (the same path as the full search: a cell's parent is fixed when it is
+    first reached)."""
+    parent, W2 = _bfs_flat(grid, start, goal)
+    u = (int(goal[0]) + 1) * W2 + int(goal[1]) + 1
+    if u not in parent: return None
+    path = []
+    while u >= 0: path.append((u // W2 - 1, u % W2 - 1)); u = parent[u]
     return path[::-1]
 
 

@@ -649,7 +649,7 @@ def extract_features(net: nn.Module, x: torch.Tensor, batch: int = 512) -> torch
     net.eval()
     return torch.cat([net(x[s:s + batch]) for s in range(0, len(x), batch)])
 
-# %% ../nbs/27_threedpc.ipynb #e06a1f2d
+# %% ../nbs/27_threedpc.ipynb #842970eb
 class LinearProbe(nn.Module):
     "BatchNorm1d(affine=False) -> Dropout -> Linear(d, 1): the official probe; returns logits (B,)."
     def __init__(self, d: int, dropout: float = 0.3):
@@ -667,11 +667,53 @@ def binary_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 def linear_probe(features, labels, val=None, test=(), epochs: int = 30, lr: float = 1e-3, weight_decay: float = 1e-4,
                  batch: int = 16, seed: int = 0) -> dict:
     """Train the probe on (features (N,d), labels (N,)); `val` = (features, labels) selects the epoch (default: the
-    training set); `test` = {name: (features, labels)} scored with the selected weights. Returns accuracies."""
+    training set); `test` = {name: (features, labels)} scored with the selected weights. Returns accuracies.
+
+    The steps of `LinearProbe` + `torch.optim.AdamW` written out without autograd (the features are frozen and the
+    BatchNorm has no parameters, so the only gradient is the linear layer's): the same kernels in the same order
+    (`F.batch_norm`, the dropout noise drawn as `nn.Dropout` draws it, the BCE-with-logits gradient, AdamW's decoupled
+    decay and bias-corrected step), the same random streams, the same accuracies, in about half the time."""
     features, labels = torch.as_tensor(features, dtype=torch.float32), torch.as_tensor(labels, dtype=torch.float32)
     if features.ndim != 2 or len(features) != len(labels) or len(features) < 2:
         raise ValueError(f"features must be (N, d) with N = len(labels) >= 2, got {tuple(features.shape)}, "
                          f"{len(labels)} labels")
+    val = val or (features, labels)
+    torch.manual_seed(seed)
+    probe = LinearProbe(features.shape[1])                                   # the initial weights, as before
+    keep, eps, mom = 1 - probe.drop.p, probe.bn.eps, probe.bn.momentum
+    b1, b2, adam_eps, n_step = 0.9, 0.999, 1e-8, 0                          # torch.optim.AdamW's defaults
+    g = torch.Generator().manual_seed(seed)
+    best, best_state = -1.0, None
+    with torch.no_grad():
+        W, bias = probe.fc.weight.detach().clone(), probe.fc.bias.detach().clone()
+        rm, rv = probe.bn.running_mean.clone(), probe.bn.running_var.clone()
+        moments = [(W, torch.zeros_like(W), torch.zeros_like(W)), (bias, torch.zeros_like(bias), torch.zeros_like(bias))]
+        def logits(f, W, bias, rm, rv):                                      # eval mode: running statistics, no dropout
+            return F.linear(F.batch_norm(f, rm, rv, None, None, False, 0.0, eps), W, bias)[:, 0]
+        for _ in range(epochs):
+            perm = torch.randperm(len(features), generator=g)
+            for s in range(0, len(features), batch):
+                b = perm[s:s + batch]
+                if len(b) < 2: continue
+                h = F.batch_norm(features[b], rm, rv, None, None, True, mom, eps)   # batch statistics; running ones updated
+                noise = torch.empty_like(h).bernoulli_(keep); noise.div_(keep)      # nn.Dropout's draw on CPU
+                h = h * noise
+                dz = (F.linear(h, W, bias).sigmoid() - labels[b][:, None]).div_(len(b))   # d(mean BCE)/d(logit)
+                n_step += 1
+                bc1, bc2 = 1 - b1 ** n_step, 1 - b2 ** n_step
+                for (p, m, v), grad in zip(moments, (dz.t().mm(h), dz.sum(0))):
+                    p.mul_(1 - lr * weight_decay)
+                    m.lerp_(grad, 1 - b1); v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+                    p.addcdiv_(m, (v.sqrt() / bc2 ** 0.5).add_(adam_eps), value=-lr / bc1)
+            acc = binary_accuracy(logits(val[0], W, bias, rm, rv), val[1])
+            if acc > best: best, best_state = acc, (W.clone(), bias.clone(), rm.clone(), rv.clone())
+        return {'val': best, **{k: binary_accuracy(logits(f, *best_state), y) for k, (f, y) in dict(test).items()}}
+
+
+def _linear_probe_autograd(features, labels, val=None, test=(), epochs: int = 30, lr: float = 1e-3,
+                           weight_decay: float = 1e-4, batch: int = 16, seed: int = 0) -> dict:
+    "The same probe trained the official code's way (`LinearProbe`, autograd, `torch.optim.AdamW`): the reference."
+    features, labels = torch.as_tensor(features, dtype=torch.float32), torch.as_tensor(labels, dtype=torch.float32)
     val = val or (features, labels)
     torch.manual_seed(seed)
     probe = LinearProbe(features.shape[1])
