@@ -2,14 +2,18 @@
 dense vs sparse recurrent matmul crossover.
 
 1. Forward of the masked recurrent network for T steps (no gradient), adaptation off (beta = 0) so that a LIF peer
-   does the same work: ours (`alif_step` + one masked matmul per step, dense; also with CSR weights) vs snntorch `Leaky` (subtractive reset; the
-   spikes must agree exactly) and spikingjelly `LIFNode` (soft reset; its reset is subtracted before the leak, so
-   the spikes differ slightly: the agreement column says how much) with the same recurrent weights.
-2. One recurrent matmul s @ W at the anatomical density (about 7 %) for dense and CSR/COO sparse weights, at
-   scales 0.05 to 1 (213 to 4,218 neurons).
+   does the same work: ours is the model's own no-gradient path (`alif_decay` once, the in-place `alif_step_`, and
+   `rec_product(W, 'auto')`: dense below 400 presynaptic neurons, CSR of W^T above, at 7 % density) against snntorch
+   `Leaky` (subtractive reset; with the dense product the spikes agree exactly) and spikingjelly `LIFNode` (soft
+   reset; its reset is subtracted before the leak, so the spikes differ slightly: the agreement column says how
+   much), with the same recurrent weights. Cost rows (ours against ours): the previous per-step `alif_step` loop, and
+   the dense and CSR products forced.
+2. One recurrent matmul s @ W at the anatomical density (about 7 %), CSR against dense (both ours: the crossover that
+   sets `SPARSE_MIN_N`), at scales 0.05 to 1 (213 to 4,218 neurons).
 
-The forward loops are timed paired (each round runs ours and both peers once: a load drift hits all alike); a
-table gives median [quartiles] of the paired ratios.
+Every timing is paired (each round runs every variant once, so a load drift hits all alike) and in CPU seconds of
+this process (`clock='cpu'`, which the load of a shared machine does not inflate); a table gives median [quartiles]
+of the paired ratios.
 
 Run: python benchmarks/barrel_cortex.py [--scales 0.05 0.25 0.5] [--steps 110] [--batch 32] [--repeats 10] [--threads 1]
 """
@@ -19,7 +23,7 @@ import math
 
 import torch
 
-from _timing import Row, markdown, paired, spread, table, timed
+from _timing import Row, markdown, paired, spread, table
 
 
 def network(scale, seed=0):
@@ -29,17 +33,30 @@ def network(scale, seed=0):
     return net, W.detach()
 
 
-def ours_loop(W, I, tau=10.0, b0=0.04, sparse=False):
-    "Our forward; `sparse`: the recurrent weights as a CSR matrix (BarrelRSNN(sparse=True)), else dense."
+def ours_loop(W, I, tau=10.0, b0=0.04, sparse='auto'):
+    "Our forward, the model's no-gradient path; `sparse`: True (CSR), False (dense) or 'auto' (as `BarrelRSNN`)."
+    from iclr25_nb.barrel_cortex import alif_decay, alif_step_, rec_product
+    n = W.shape[0]
+    rec = rec_product(W, sparse)
+    dec = alif_decay(torch.full((n,), tau), torch.full((n,), 5.0))
+    v, a, s = torch.zeros(I.shape[1], n), torch.zeros(I.shape[1], n), torch.zeros(I.shape[1], n)
+    out = []
+    with torch.no_grad():
+        for t in range(I.shape[0]):
+            v, a, s, _ = alif_step_(v, a, s, rec(s).add_(I[t]), dec, b0=b0, beta=0.0)
+            out.append(s)
+    return torch.stack(out)
+
+
+def previous_loop(W, I, tau=10.0, b0=0.04):
+    "The loop before issue 47: `alif_step` (decays recomputed every step, out of place) and a dense product."
     from iclr25_nb.barrel_cortex import alif_step
     n = W.shape[0]
-    Wt = W.t().to_sparse_csr() if sparse else None
-    rec = (lambda s: (Wt @ s.t()).t()) if sparse else (lambda s: s @ W)
     tm, ta = torch.full((n,), tau), torch.full((n,), 5.0)
     v = a = s = torch.zeros(I.shape[1], n); out = []
     with torch.no_grad():
         for t in range(I.shape[0]):
-            v, a, s, _ = alif_step(v, a, s, I[t] + rec(s), tm, ta, b0=b0, beta=0.0)
+            v, a, s, _ = alif_step(v, a, s, I[t] + s @ W, tm, ta, b0=b0, beta=0.0)
             out.append(s)
     return torch.stack(out)
 
@@ -87,18 +104,30 @@ def main():
         n = W.shape[0]
         I = 0.6 * torch.rand(args.steps, args.batch, n)
         size = f'N={n}, T={args.steps}, B={args.batch}'
-        ours = {'ours (dense W)': lambda: ours_loop(W, I), 'ours (CSR W)': lambda: ours_loop(W, I, sparse=True)}
+        from iclr25_nb.barrel_cortex import SPARSE_MIN_N
+        auto = 'CSR' if n >= SPARSE_MIN_N else 'dense'
+        ours = {'ours': lambda: ours_loop(W, I), 'ours (dense W)': lambda: ours_loop(W, I, sparse=False),
+                'ours (CSR W)': lambda: ours_loop(W, I, sparse=True), 'ours (previous alif_step loop)':
+                lambda: previous_loop(W, I)}
         peers = {}
         for name, fn in (('snntorch', snntorch_loop), ('spikingjelly', spikingjelly_loop)):
             try: fn(W, I[:1]); peers[name] = (lambda fn=fn: fn(W, I))
             except ImportError as e: rows.append(Row.skipped('recurrent LIF forward', size, math.nan, name, e))
-        med, ts = paired({**ours, **peers}, args.repeats)
-        s_ours = ours_loop(W, I)
+        med, ts = paired({**ours, **peers}, args.repeats, clock='cpu')
+        s_ours, s_dense, s_prev = ours_loop(W, I), ours_loop(W, I, sparse=False), previous_loop(W, I)
+        assert torch.equal(s_dense, s_prev), 'the in-place step must equal alif_step bit for bit'
         for name, fn in peers.items():
-            agree = f'{100 * (fn() == s_ours).float().mean():.2f}% spikes'
-            for k in ours:
-                rows.append(Row(f'recurrent LIF forward, {k}', size, med[k], med[name], agree, peer_name=name))
-                spreads.append((size, k, name, spread(ts, k, name)))
+            s_peer = fn()
+            agree = (f'{100 * (s_peer == s_ours).float().mean():.2f}% spikes (dense: '
+                     f'{100 * (s_peer == s_dense).float().mean():.2f}%)')
+            rows.append(Row(f'recurrent LIF forward, ours ({auto} W, chosen)', size, med['ours'], med[name], agree,
+                            peer_name=name))
+            spreads.append((size, f'ours ({auto})', name, spread(ts, 'ours', name)))
+        for k in ('ours (dense W)', 'ours (CSR W)'):
+            rows.append(Row(f'recurrent LIF forward, {k}', size, med[k], med['ours (previous alif_step loop)'],
+                            f"{100 * (ours_loop(W, I, sparse=k == 'ours (CSR W)') == s_prev).float().mean():.2f}% spikes",
+                            peer_name='ours (previous alif_step loop)', kind='cost'))
+            spreads.append((size, k, 'ours (previous loop)', spread(ts, k, 'ours (previous alif_step loop)')))
     print(table(rows, 'ALIF network forward (beta = 0) vs LIF peers'))
     print()
     print(markdown(['size', 'ours', 'peer', f'ours / peer: median [quartiles] of {args.repeats} paired calls'], spreads,
@@ -109,12 +138,13 @@ def main():
         n = W.shape[0]
         s = (torch.rand(args.batch, n) < 0.1).float()
         Ws = W.t().to_sparse_csr()
-        t_dense, y_dense = timed(lambda: s @ W, 10 * args.repeats)
-        t_sparse, y_sparse = timed(lambda: (Ws @ s.t()).t(), 10 * args.repeats)
-        rows.append(Row('s @ W, one step', f'N={n}, density {float((W != 0).float().mean()):.3f}', t_sparse,
-                        t_dense, float((y_dense - y_sparse).abs().max()), peer_name='dense torch (ours: CSR)'))
+        med, _ = paired({'dense': lambda: s @ W, 'csr': lambda: (Ws @ s.t()).t()}, 10 * args.repeats, clock='cpu')
+        y_dense, y_sparse = s @ W, (Ws @ s.t()).t()
+        rows.append(Row('s @ W, one step', f'N={n}, density {float((W != 0).float().mean()):.3f}', med['csr'],
+                        med['dense'], float((y_dense - y_sparse).abs().max()), peer_name='ours, dense (ours: CSR)',
+                        kind='cost'))
     print()
-    print(table(rows, 'recurrent matmul: sparse CSR (ours) vs dense', unit='ms'))
+    print(table(rows, 'recurrent matmul: sparse CSR vs dense (both ours: the crossover)', unit='ms'))
 
 
 if __name__ == '__main__':

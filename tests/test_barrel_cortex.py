@@ -311,3 +311,28 @@ def test_null_strategies():
     X = torch.rand(120, 10, 6, generator=g).lt(0.1).float()                               # no class information
     acc = bc.linear_readout_accuracy(X[:80], y[:80], X[80:100], y[80:100], X[100:], y[100:])
     assert 0 <= acc <= 0.7
+
+
+def test_no_grad_forward_equals_the_training_forward():
+    """Evaluation runs the in-place step (decays once): bit for bit the training forward with the dense product;
+    with the CSR product ('auto' from SPARSE_MIN_N neurons) equal to float precision."""
+    x = (torch.rand(3, 15, 186, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    for init_state in ('zeros', 'original'):
+        net = bc.BarrelRSNN(0.05, seed=1, init_state=init_state, b0=0.01)
+        p, s, th = net(x, record=True)
+        with torch.no_grad(): p2, s2, th2 = net(x, record=True)
+        assert s.sum() > 0 and torch.equal(s, s2) and torch.equal(th, th2) and torch.equal(p.detach(), p2)
+    big = bc.BarrelRSNN(0.1, seed=0, b0=0.01)
+    assert big.n >= bc.SPARSE_MIN_N
+    dense = bc.BarrelRSNN(0.1, seed=0, b0=0.01, sparse=False); dense.load_state_dict(big.state_dict())
+    with torch.no_grad():
+        (pa, sa, _), (pb, sb, _) = big(x, record=True), dense(x, record=True)
+    assert (sa == sb).float().mean() > 0.999 and torch.allclose(pa, pb, atol=1e-4)
+    with pytest.raises(ValueError, match='sparse'): bc.BarrelRSNN(0.05, sparse='csr')
+
+
+def test_shuffled_sweeps_reuse_the_cached_draw():
+    a = bc.whisker_tensors(5, seed=3, frames=12)
+    b = bc.whisker_tensors(5, seed=3, shuffle=True, frames=12)
+    assert b['synth'] is a['synth'] and not torch.equal(a['X_train'], b['X_train'])
+    assert bc.whisker_tensors(5, seed=3, frames=12) is a                 # both kept
