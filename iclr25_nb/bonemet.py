@@ -222,15 +222,25 @@ def radon(image, angles, chunk: int = 64) -> torch.Tensor:
     sino = torch.cat(out, 0).permute(1, 2, 0)                                  # (B, N, A)
     return sino.reshape(*batch, n, len(th))
 
-# %% ../nbs/19_bonemet.ipynb #03759f9b
-def radon_adjoint(sinogram, angles) -> torch.Tensor:
-    "The exact adjoint R^T of `radon` (vector-Jacobian product): sinogram (..., N, A) -> image (..., N, N)."
-    g = _as_tensor(sinogram)
-    n = g.shape[-2]
-    with torch.enable_grad():
-        x = torch.zeros(*g.shape[:-2], n, n, dtype=g.dtype, device=g.device, requires_grad=True)
-        (out,) = torch.autograd.grad(radon(x, angles), x, g.detach())
-    return out
+# %% ../nbs/19_bonemet.ipynb #4365b568
+def radon_adjoint(sinogram, angles, chunk: int = 64) -> torch.Tensor:
+    """The exact adjoint R^T of `radon` (its vector-Jacobian product): sinogram (..., N, A) -> image (..., N, N).
+    It calls grid_sample's backward (the bilinear scatter) directly, as autograd would, but without the forward
+    pass that autograd would record first: an iterative solver (SART) pays one sampling pass per adjoint, not two."""
+    g = _as_tensor(sinogram).detach()
+    th = _as_tensor(angles, g.dtype).reshape(-1)
+    n, batch = g.shape[-2], g.shape[:-2]
+    if g.shape[-1] != len(th): raise ValueError(f'radon_adjoint: {g.shape[-1]} projections but {len(th)} angles')
+    gb = g.reshape(-1, n, len(th))                                             # (B, N, A)
+    nb, out = gb.shape[0], None
+    for a in range(0, len(th), chunk):
+        grid = _rotation_grid(n, th[a:a + chunk], g.dtype, g.device)
+        k = len(grid)
+        up = gb[..., a:a + k].permute(2, 0, 1)[:, :, None, :].expand(k, nb, n, n).contiguous()  # d(rot.sum(-2))
+        like = torch.zeros((), dtype=g.dtype, device=g.device).expand(k, nb, n, n)              # shape only
+        part = torch.ops.aten.grid_sampler_2d_backward(up, like, grid, 0, 0, True, [True, False])[0].sum(0)
+        out = part if out is None else out + part
+    return out.reshape(*batch, n, n)
 
 # %% ../nbs/19_bonemet.ipynb #0aa19e20
 def ramp_filter(size: int, filter: str = 'ramp', dtype=torch.float32) -> torch.Tensor:
