@@ -6,15 +6,16 @@
 __all__ = ['log', 'PAPER', 'PINV_RTOL', 'TRAINERS', 'LABELS', 'make_experiment', 'GAIN_MIN', 'MSG_ERROR_MAX', 'LOGIT_RATIO_MAX',
            'SPAN_EXACT_MAX', 'NOTES', 'QUICK_RUNS', 'FULL_RUNS', 'SCALING', 'HEADLINE_GRAPHS', 'REPRODUCED',
            'SCORECARD', 'Graph', 'clean_edges', 'csbm', 'load_planetoid', 'normalized_adjacency_scipy', 'to_torch_csr',
-           'normalized_adjacency', 'partition', 'make_batches', 'cut_fraction', 'as_features', 'sparse_dropout',
-           'TOPGCNConv', 'TOPGCN', 'TOPGCNIIConv', 'TOPGCNII', 'make_model', 'FullBatch', 'ClusterGCN', 'build_basis',
-           'orthonormal_basis', 'official_basis', 'truncated_pinv', 'basis_for_batches', 'message_error', 'TOPBatch',
-           'precompute_top_batches', 'TOP', 'ExactNeighbourhood', 'GAS', 'embedding_error', 'train_epoch',
-           'evaluate_method', 'TOPConfig', 'load_graph', 'TOPExperiment', 'default_planetoid', 'span_study',
-           'scaling_study', 'null_accuracies', 'layer1_message_error', 'reproduce', 'accuracy_time_figure',
-           'layer_error_figure', 'scaling_figure', 'span_figure', 'partition_figure', 'explorer_render', 'explorer']
+           'mark_symmetric', 'normalized_adjacency', 'partition', 'make_batches', 'cut_fraction', 'as_features',
+           'sparse_dropout', 'propagate', 'TOPGCNConv', 'TOPGCN', 'TOPGCNIIConv', 'TOPGCNII', 'make_model', 'FullBatch',
+           'ClusterGCN', 'build_basis', 'orthonormal_basis', 'official_basis', 'truncated_pinv', 'basis_for_batches',
+           'message_error', 'TOPBatch', 'precompute_top_batches', 'TOP', 'ExactNeighbourhood', 'GAS', 'embedding_error',
+           'train_epoch', 'evaluate_method', 'TOPConfig', 'load_graph', 'TOPExperiment', 'default_planetoid',
+           'span_study', 'scaling_study', 'null_accuracies', 'layer1_message_error', 'reproduce',
+           'accuracy_time_figure', 'layer_error_figure', 'scaling_figure', 'span_figure', 'partition_figure',
+           'explorer_render', 'explorer']
 
-# %% ../nbs/25_top.ipynb #26e97834
+# %% ../nbs/25_top.ipynb #eafbeb09
 import logging
 import math
 import pickle
@@ -206,27 +207,49 @@ def load_planetoid(folder, name: str = 'cora') -> Graph:
     return Graph(feats.astype(np.float32), labels.argmax(1).astype(np.int64), clean_edges(np.stack([src, dst]), n),
                  *masks, name=name)
 
-# %% ../nbs/25_top.ipynb #92caf4d1
+# %% ../nbs/25_top.ipynb #b99ecb46
 def _adjacency(edge_index, n: int) -> sp.csr_matrix:
     "Binary symmetric adjacency without self-loops (scipy CSR)."
     e = clean_edges(edge_index, n)
     return sp.csr_matrix((np.ones(e.shape[1]), (e[0], e[1])), shape=(n, n))
 
 
+def _normalized_clean(e: np.ndarray, n: int, self_loops: bool = True) -> sp.csr_matrix:
+    """`normalized_adjacency_scipy(clean=False)`: degrees by a count (as `gcn_norm`'s scatter; the list is symmetric,
+    so row and column degrees agree), then the CSR arrays written in place (int32 indices where they fit, as scipy
+    keeps them). A list sorted by (row, column), as `clean_edges` returns it, needs no sort: row r's self-loop goes
+    where the keys r n + r would be inserted (`searchsorted`), shifted by the r loops before it, and the edges fill
+    the other slots in order; an unsorted list is sorted first (stable)."""
+    src, dst = e
+    key = src * n; key += dst
+    if key.size > 1 and not (key[1:] >= key[:-1]).all():
+        order = np.argsort(key, kind='stable'); src, dst, key = src[order], dst[order], key[order]
+    cnt = np.bincount(src, minlength=n)
+    d = cnt + 1.0 if self_loops else cnt.astype(np.float64)
+    dinv = np.where(d > 0, 1 / np.sqrt(np.maximum(d, 1e-300)), 0.0)
+    w = np.repeat(dinv, cnt); w *= dinv[dst]                                    # dinv[src] dinv[dst], src sorted
+    it = np.int32 if n + src.size < 2 ** 31 - 1 else np.int64
+    indptr = np.zeros(n + 1, dtype=it)
+    if not self_loops:
+        np.cumsum(cnt, out=indptr[1:])
+        return sp.csr_matrix((w, dst.astype(it), indptr), shape=(n, n))
+    cnt += 1
+    np.cumsum(cnt, out=indptr[1:])
+    ar = np.arange(n, dtype=np.int64)
+    loop = np.searchsorted(key, ar * (n + 1)); loop += ar                       # the diagonal's slot in each row
+    edge = np.ones(src.size + n, dtype=bool); edge[loop] = False
+    indices, data = np.empty(src.size + n, dtype=it), np.empty(src.size + n)
+    indices[edge], data[edge] = dst, w
+    indices[loop], data[loop] = ar, dinv * dinv
+    return sp.csr_matrix((data, indices, indptr), shape=(n, n))
+
+
 def normalized_adjacency_scipy(edge_index, n: int, self_loops: bool = True, clean: bool = True) -> sp.csr_matrix:
     """D^{-1/2} (A + I) D^{-1/2} as a float64 scipy CSR matrix (sorted indices). `clean=False` is the hot path for an
     edge list already symmetric, in range, without duplicates or self-loops (as `clean_edges` returns and as PyG's
-    `gcn_norm` assumes): no validation, symmetrisation or deduplication."""
-    if not clean:
-        e = np.asarray(edge_index, dtype=np.int64)
-        src, dst = e
-        if self_loops: loop = np.arange(n, dtype=np.int64); src, dst = np.concatenate([src, loop]), np.concatenate([dst, loop])
-        d = np.bincount(dst, minlength=n).astype(np.float64)
-        dinv = np.where(d > 0, 1 / np.sqrt(np.maximum(d, 1e-300)), 0.0)
-        order = np.argsort(src * n + dst, kind='stable')
-        src, dst = src[order], dst[order]
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
-        return sp.csr_matrix((dinv[src] * dinv[dst], dst, indptr), shape=(n, n))
+    `gcn_norm` assumes): no validation, symmetrisation or deduplication (`benchmarks/top.py` times it against
+    `gcn_norm`, and the checks as their own cost row). The experiment builds its matrix once, this way."""
+    if not clean: return _normalized_clean(np.asarray(edge_index, dtype=np.int64), n, self_loops)
     A = _adjacency(edge_index, n)
     if self_loops: A = A + sp.identity(n, format='csr')
     d = np.asarray(A.sum(1)).ravel()
@@ -245,9 +268,30 @@ def to_torch_csr(m: sp.spmatrix, dtype=torch.float32) -> torch.Tensor:
                                        torch.from_numpy(m.data).to(dtype), size=m.shape)
 
 
+class _SymmetricMM(torch.autograd.Function):
+    """A @ h for a sparse A equal to its transpose: the backward is A @ grad. Torch's own backward of a CSR product
+    transposes A on every call (2-5x the forward's time); for a symmetric A with sorted indices the transpose's CSR
+    arrays are A's own, so the gradient is the same to the bit."""
+    @staticmethod
+    def forward(ctx, A, h):
+        ctx.A = A
+        return A @ h
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, ctx.A @ grad
+
+
+def mark_symmetric(A: torch.Tensor, m: sp.spmatrix | None = None) -> torch.Tensor:
+    "Flag the torch CSR matrix `A` as symmetric (checked exactly on its scipy source `m` when given): see `propagate`."
+    if m is None or (m.shape[0] == m.shape[1] and (sp.csr_matrix(m) != sp.csr_matrix(m).T).nnz == 0):
+        A._symmetric = True
+    return A
+
+
 def normalized_adjacency(edge_index, n: int, self_loops: bool = True, dtype=torch.float32) -> torch.Tensor:
-    "The GCN propagation matrix D^{-1/2} (A + I) D^{-1/2} as a torch sparse CSR tensor (n, n)."
-    return to_torch_csr(normalized_adjacency_scipy(edge_index, n, self_loops), dtype)
+    "The GCN propagation matrix D^{-1/2} (A + I) D^{-1/2} as a torch sparse CSR tensor (n, n), marked symmetric."
+    return mark_symmetric(to_torch_csr(normalized_adjacency_scipy(edge_index, n, self_loops), dtype))
 
 # %% ../nbs/25_top.ipynb #f5052d62
 def _pymetis():
@@ -306,7 +350,7 @@ def cut_fraction(edge_index, batches: list[np.ndarray], n: int) -> float:
     for i, b in enumerate(batches): member[b] = i
     return float((member[e[0]] != member[e[1]]).mean()) if e.shape[1] else 0.0
 
-# %% ../nbs/25_top.ipynb #3fce1804
+# %% ../nbs/25_top.ipynb #e7e961bf
 def as_features(x, dtype=torch.float32, device='cpu', sparse: bool | None = None) -> torch.Tensor:
     """Node features as a torch tensor: sparse CSR when `sparse` (None: when at most 10% of the entries are nonzero,
     e.g. Planetoid's bag-of-words), else dense. The first layer then costs nnz(X) d instead of n f d."""
@@ -331,6 +375,12 @@ def _linear(lin: nn.Linear, h: torch.Tensor) -> torch.Tensor:
     return out + lin.bias if lin.bias is not None else out
 
 
+def propagate(A: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    "A @ h; when autograd records and `A` is marked symmetric (`mark_symmetric`), with the backward A @ grad."
+    if getattr(A, '_symmetric', False) and torch.is_grad_enabled() and h.requires_grad: return _SymmetricMM.apply(A, h)
+    return A @ h
+
+
 class TOPGCNConv(nn.Module):
     "GCN layer with optional TOP compensation: (A h + C_ob (P_S^T h_S)) W + b."
 
@@ -341,7 +391,7 @@ class TOPGCNConv(nn.Module):
 
     def forward(self, A: torch.Tensor, h: torch.Tensor, comp=None) -> torch.Tensor:
         hw = _linear(self.lin, h)
-        out = A @ hw                                                    # MP-IB: \hat A_BB H_B W
+        out = propagate(A, hw)                                          # MP-IB: \hat A_BB H_B W
         if isinstance(comp, torch.Tensor):                              # GAS: the out-of-batch message A_BO Hbar_O
             out = out + _linear(self.lin, comp)                         # (from the history), times W
         elif comp is not None:
@@ -387,7 +437,7 @@ class TOPGCN(nn.Module):
         "The hidden embeddings that enter a message passing (inputs of layers 2..L): the basis blocks of a random net."
         return hidden[:-1]
 
-# %% ../nbs/25_top.ipynb #7658eece
+# %% ../nbs/25_top.ipynb #dd52051c
 class TOPGCNIIConv(nn.Module):
     "GCNII layer with optional TOP compensation: S = (1-a)(A h + C_ob P_S^T h_S) + a h0; (1-b) S + b S W."
 
@@ -397,7 +447,7 @@ class TOPGCNIIConv(nn.Module):
         self.alpha, self.beta = alpha, math.log(theta / layer + 1)
 
     def forward(self, A: torch.Tensor, h: torch.Tensor, h0: torch.Tensor, comp=None) -> torch.Tensor:
-        agg = A @ h
+        agg = propagate(A, h)
         if comp is not None:
             C_ob, codebook, anchors = comp
             agg = agg + C_ob @ (codebook.T @ h[anchors])
@@ -441,7 +491,7 @@ def make_model(arch: str, d_in: int, hidden: int, d_out: int, layers: int, dropo
     if arch == 'gcnii': return TOPGCNII(d_in, hidden, d_out, layers, dropout, **kw)
     raise ValueError(f"arch must be 'gcn' or 'gcnii', got {arch!r}")
 
-# %% ../nbs/25_top.ipynb #3582cf18
+# %% ../nbs/25_top.ipynb #61b1487e
 class FullBatch:
     "Full-batch GCN: one batch, the whole normalised adjacency."
     name = 'full-batch'
@@ -452,7 +502,7 @@ class FullBatch:
         self.x = as_features(self.x_np, dtype, self.device)
         self.n = self.A_sp.shape[0]
         self.batches = [np.arange(self.n)]
-        self.A = to_torch_csr(self.A_sp, dtype).to(self.device)
+        self.A = mark_symmetric(to_torch_csr(self.A_sp, dtype).to(self.device), self.A_sp)
 
     def forward(self, model, i: int = 0, return_hidden: bool = False):
         return model(self.A, self.x, return_hidden=return_hidden), self.batches[0]
@@ -480,7 +530,8 @@ class ClusterGCN(FullBatch):
         self.batches = [np.asarray(b, dtype=np.int64) for b in batches]
         self.x = as_features(self.x_np, dtype, self.device)
         sparse = self.x.layout == torch.sparse_csr
-        self.A_BB = [to_torch_csr(self.A_sp[b][:, b], dtype).to(self.device) for b in self.batches]
+        self.A_BB = [mark_symmetric(to_torch_csr(blk, dtype).to(self.device), blk)
+                     for blk in (self.A_sp[b][:, b] for b in self.batches)]
         self.x_B = [as_features(self.x_np[b], dtype, self.device, sparse) for b in self.batches]
 
     def forward(self, model, i: int, return_hidden: bool = False):
@@ -719,7 +770,7 @@ def evaluate_method(model: nn.Module, method, y: torch.Tensor, masks: dict) -> d
     model.train(was)
     return {k: float((pred[m] == y[m]).float().mean()) for k, m in masks.items()}
 
-# %% ../nbs/25_top.ipynb #285e23b3
+# %% ../nbs/25_top.ipynb #206e0057
 TRAINERS = ('full', 'cluster', 'gas', 'top', 'exact')
 LABELS = {'full': 'full-batch', 'cluster': 'Cluster-GCN', 'gas': 'GAS', 'top': 'TOP', 'exact': 'exact L-hop'}
 
@@ -784,7 +835,7 @@ class TOPExperiment(Experiment):
     def setup(self):
         c, dev = self.config, self.device
         self.graph = g = load_graph(c, self.seed)
-        self.A_sp = normalized_adjacency_scipy(g.edge_index, g.n)
+        self.A_sp = normalized_adjacency_scipy(g.edge_index, g.n, clean=False)   # load_graph's edges are clean
         if c.parts > g.n: raise ValueError(f"TOPConfig.parts must be at most the {g.n} nodes (got {c.parts})")
         t0 = time.perf_counter()
         self.perm, self.ptr = partition(g.edge_index, g.n, c.parts, c.partitioner, seed=self.seed)
@@ -926,7 +977,7 @@ def _layout(A: sp.coo_matrix, seed: int = 0, iters: int = 60) -> np.ndarray:
 
 make_experiment = TOPExperiment.from_preset
 
-# %% ../nbs/25_top.ipynb #fc5652fd
+# %% ../nbs/25_top.ipynb #07a592ea
 # Claims v3 thresholds (issue 43), committed before seeds 0-2 of the protocol with GAS, the truncated pinv(Q_S) and
 # the width-capped basis. The headline is a positive margin: TOP at least one accuracy point above the BEST
 # mini-batch rival (Cluster-GCN or GAS, same GCN, batches, steps and tuning, all with full-graph inference).

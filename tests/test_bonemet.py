@@ -316,3 +316,15 @@ def test_cheap_cues_and_baselines():
     res = prognosis_cv(morph, 4, 5)
     assert np.isclose(res['last'], morph[:, 3, 0] / morph[:, 0, 0] - 1).all()
     assert np.sqrt(np.mean((res['scaled_last'] - res['truth']) ** 2)) < np.sqrt(np.mean((res['mean'] - res['truth']) ** 2))
+
+
+def test_radon_matrix_is_radon_and_sart_uses_it():
+    "SART's sparse projector is `radon` and its adjoint to float precision (issue 47: built once per call)."
+    from iclr25_nb.bonemet import RadonMatrix, radon, radon_adjoint
+    ang = np.linspace(0, 180, 9, endpoint=False)
+    op = RadonMatrix(20, ang)
+    x, g = torch.rand(3, 20, 20, dtype=torch.float64), torch.rand(3, 20, 9, dtype=torch.float64)
+    assert torch.allclose(op.forward(x), radon(x, ang), rtol=0, atol=1e-12)
+    assert torch.allclose(op.adjoint(g), radon_adjoint(g, ang), rtol=0, atol=1e-12)
+    assert abs(float((op.forward(x) * g).sum() - (x * op.adjoint(g)).sum())) < 1e-9      # exact adjoint pair
+    assert op.R.nnz == 4 * 20 * 20 * 9                                                   # 4 N entries per row

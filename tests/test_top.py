@@ -433,3 +433,24 @@ def test_normalized_adjacency_fast_path_matches(small):
     assert B.has_sorted_indices and abs(A - B).max() < 1e-15
     C = normalized_adjacency_scipy(e, g.n, self_loops=False, clean=False)
     assert abs(normalized_adjacency_scipy(e, g.n, self_loops=False) - C).max() < 1e-15
+    unsorted = e[:, np.random.default_rng(0).permutation(e.shape[1])]
+    D = normalized_adjacency_scipy(unsorted, g.n, clean=False)                # sorted first: the same arrays
+    assert (D.indptr == B.indptr).all() and (D.indices == B.indices).all() and (D.data == B.data).all()
+
+
+def test_symmetric_propagation_gives_torchs_gradient(small):
+    "Blocks marked symmetric back-propagate A @ grad: the same gradient as torch's own (transposing) backward."
+    from iclr25_nb.top import ClusterGCN, ExactNeighbourhood, _SymmetricMM, propagate
+    g, A, batches = small
+    m = ClusterGCN(A, g.x, batches)
+    assert all(getattr(a, '_symmetric', False) for a in m.A_BB)
+    ex = ExactNeighbourhood(A, g.x, batches[:1], 2)
+    assert not any(getattr(a, '_symmetric', False) for a in ex.blocks[0])     # rectangular: torch's own backward
+    Ab = m.A_BB[0]
+    h = torch.randn(Ab.shape[0], 6, requires_grad=True); go = torch.randn(Ab.shape[0], 6)
+    (Ab @ h).backward(go); want = h.grad.clone(); h.grad = None
+    propagate(Ab, h).backward(go)
+    assert torch.equal(h.grad, want)
+    hd = torch.randn(Ab.shape[0], 3, dtype=torch.float64, requires_grad=True)
+    Ad = Ab.to(torch.float64)
+    assert torch.autograd.gradcheck(lambda x: _SymmetricMM.apply(Ad, x), (hd,))
