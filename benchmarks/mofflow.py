@@ -1,12 +1,21 @@
 """MOFFlow benchmarks: our batched torch SO(3) maps against scipy and roma, and CIF parsing with pymatgen against
 gemmi and ase, on the same inputs in the same run.
 
-1. `so3.log_map` (matrix -> rotation vector, via Shepperd quaternions) and `so3.exp_map` (Rodrigues) on n random
-   rotations (float64), against `scipy.spatial.transform.Rotation` (`from_matrix(...).as_rotvec()`,
-   `from_rotvec(...).as_matrix()`) and roma (`rotmat_to_rotvec`, `rotvec_to_rotmat`); agreement = max |difference|.
+1. `so3.log_map` (matrix -> rotation vector: Shepperd's four quaternion candidates in one matrix product) and
+   `so3.exp_map` (rotation vector -> matrix) on n random rotations (float64), against
+   `scipy.spatial.transform.Rotation` (`from_matrix(...).as_rotvec()`, `from_rotvec(...).as_matrix()`) and roma
+   (`rotmat_to_rotvec`, `rotvec_to_rotmat`); each (ours, peer) pair in its own paired rounds in CPU seconds
+   (`paired(..., clock='cpu')`; interleaving all of them put roma's large allocations before our call), the median
+   and quartiles of the per-round ratios printed beside the table; agreement = max |difference|.
+   `exp_map` of a CPU tensor without a gradient IS scipy's compiled loop (no torch formula we wrote came within
+   1.5x of it), so its scipy row measures our wrapper and is ~1 by construction. The torch path (autograd, GPU) is
+   timed like for like against roma with `requires_grad` inputs, forward + backward ("autograd" rows).
 2. Reading a CIF into Cartesian coordinates: pymatgen's `CifParser` (what `load_cif` uses, without our checks)
    against gemmi (`cif.read` + `make_small_structure_from_block`, its asymmetric unit expanded with `get_all_unit_cell_sites`)
    and ase (`ase.io.read`), on three real MOFs of increasing size; agreement = atom counts (ours / peer).
+   `kind='cost'`: pymatgen is not our kernel, and no user waits on it: `load_cif` reads one CIF per run (MOF-5,
+   ~0.3 s of the quick preset) and what follows needs a pymatgen `Structure` (primitive cell, neighbour lists,
+   `StructureMatcher`), so gemmi could only be a front end that rebuilds one.
 
 Run: python benchmarks/mofflow.py [--quick]   (--quick: 10^3, 10^4, 10^5 rotations and 3 CIFs, well under a minute)
 """
@@ -18,32 +27,67 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _timing import Row, table, timed
+from _timing import Row, paired, spread, table, timed
 from iclr25_nb.mofflow import so3
 
 DATA = Path(os.environ.get('ICLR25_DATA', Path(__file__).resolve().parents[2] / 'shared' / 'data')) / 'mof_cif'
 CIFS = ('MOF-74-Zn.cif', 'qmof-fef756d.cif', 'mof-5_cellopt.cif')
 
 
-def bench_so3(n: int) -> list:
+def _fwd_bwd(f, x):
+    "f(x).sum() backward: the autograd path, like for like (x requires grad)."
+    def run():
+        x.grad = None
+        f(x).sum().backward()
+    return run
+
+
+def bench_so3(n: int, repeat: int = 30) -> list:
     from scipy.spatial.transform import Rotation
     R = so3.uniform(n, torch.Generator().manual_seed(0))
     Rn = R.numpy()
-    t_log, w = timed(lambda: so3.log_map(R))
-    t_sp, w_sp = timed(lambda: Rotation.from_matrix(Rn).as_rotvec())
-    t_exp, M = timed(lambda: so3.exp_map(w))
-    t_spe, M_sp = timed(lambda: Rotation.from_rotvec(w_sp).as_matrix())
+    w = so3.log_map(R)
+    w_sp, M_sp = Rotation.from_matrix(Rn).as_rotvec(), Rotation.from_rotvec(w.numpy()).as_matrix()
     size = f'n={n:,}'
-    rows = [Row('log map (matrix -> rotvec)', size, t_log, t_sp, float(np.abs(w.numpy() - w_sp).max()), 'scipy'),
-            Row('exp map (rotvec -> matrix)', size, t_exp, t_spe, float(np.abs(M.numpy() - M_sp).max()), 'scipy')]
+    fns = {'log': lambda: so3.log_map(R), 'log_sp': lambda: Rotation.from_matrix(Rn).as_rotvec(),
+           'exp': lambda: so3.exp_map(w), 'exp_sp': lambda: Rotation.from_rotvec(w_sp).as_matrix()}
     try:
         import roma
-        t_rl, w_r = timed(lambda: roma.rotmat_to_rotvec(R))
-        t_re, M_r = timed(lambda: roma.rotvec_to_rotmat(w))
-        rows += [Row('log map (matrix -> rotvec)', size, t_log, t_rl, float((w - w_r).abs().max()), 'roma'),
-                 Row('exp map (rotvec -> matrix)', size, t_exp, t_re, float((M - M_r).abs().max()), 'roma')]
+        fns |= {'log_roma': lambda: roma.rotmat_to_rotvec(R), 'exp_roma': lambda: roma.rotvec_to_rotmat(w)}
+        Rg, wg = R.clone().requires_grad_(), w.clone().requires_grad_()
+        Rr, wr = R.clone().requires_grad_(), w.clone().requires_grad_()
+        fns |= {'log_g': _fwd_bwd(so3.log_map, Rg), 'log_g_roma': _fwd_bwd(roma.rotmat_to_rotvec, Rr),
+                'exp_g': _fwd_bwd(so3.exp_map, wg), 'exp_g_roma': _fwd_bwd(roma.rotvec_to_rotmat, wr)}
     except ImportError as e:
-        rows.append(Row.skipped('log / exp map', size, t_log, 'roma', e))
+        roma = e
+    med, ts = {}, {}
+    for ours, peer in (('log', 'log_sp'), ('exp', 'exp_sp'), ('log', 'log_roma'), ('exp', 'exp_roma'),
+                       ('log_g', 'log_g_roma'), ('exp_g', 'exp_g_roma')):    # each pair in its own rounds
+        if peer not in fns: continue
+        m, t = paired({ours: fns[ours], peer: fns[peer]}, repeat=repeat, clock='cpu')
+        med[peer], ts[peer] = m[peer], t[peer]
+        med[(ours, peer)], ts[(ours, peer)] = m[ours], t[ours]
+    w_ours, M_ours = so3.log_map(R), so3.exp_map(w)
+    rows = [Row('log map (matrix -> rotvec)', size, med[('log', 'log_sp')], med['log_sp'], float(np.abs(w_ours.numpy() - w_sp).max()), 'scipy'),
+            Row('exp map (rotvec -> matrix; scipy inside)', size, med[('exp', 'exp_sp')], med['exp_sp'],
+                float(np.abs(M_ours.numpy() - M_sp).max()), 'scipy')]
+    spreads = [('log / scipy', spread(ts, ('log', 'log_sp'), 'log_sp')), ('exp / scipy', spread(ts, ('exp', 'exp_sp'), 'exp_sp'))]
+    if isinstance(roma, ImportError):
+        rows.append(Row.skipped('log / exp map', size, med[('log', 'log_sp')], 'roma', roma))
+    else:
+        M_g = so3.exp_map(w.clone().requires_grad_()).detach()
+        rows += [Row('log map (matrix -> rotvec)', size, med[('log', 'log_roma')], med['log_roma'],
+                     float((w_ours - roma.rotmat_to_rotvec(R)).abs().max()), 'roma'),
+                 Row('exp map (rotvec -> matrix)', size, med[('exp', 'exp_roma')], med['exp_roma'],
+                     float((M_ours - roma.rotvec_to_rotmat(w)).abs().max()), 'roma'),
+                 Row('log map, autograd (forward + backward)', size, med[('log_g', 'log_g_roma')], med['log_g_roma'],
+                     float((Rg.grad - Rr.grad).abs().max()), 'roma'),
+                 Row('exp map, autograd (torch path, forward + backward)', size, med[('exp_g', 'exp_g_roma')], med['exp_g_roma'],
+                     float((M_g - roma.rotvec_to_rotmat(w)).abs().max()), 'roma')]
+        spreads += [('log / roma', spread(ts, ('log', 'log_roma'), 'log_roma')), ('exp / roma', spread(ts, ('exp', 'exp_roma'), 'exp_roma')),
+                    ('log autograd / roma', spread(ts, ('log_g', 'log_g_roma'), 'log_g_roma')),
+                    ('exp autograd / roma', spread(ts, ('exp_g', 'exp_g_roma'), 'exp_g_roma'))]
+    print(f'{size}: ' + '; '.join(f'{k} {v}' for k, v in spreads) + ' (median [quartiles] of paired CPU-time ratios)')
     return rows
 
 
@@ -74,10 +118,10 @@ def bench_cif(name: str) -> list:
     for peer, fn in (('gemmi', _gemmi), ('ase', _ase)):
         try:
             t, n = timed(lambda: fn(path), repeat=3)
-            rows.append(Row('read a CIF (pymatgen CifParser)', f'{name} ({n_ours} atoms)', t_ours, t,
-                            f'{n_ours} / {n} atoms', peer))
+            rows.append(Row('read a CIF (pymatgen CifParser; not on a path users wait on)', f'{name} ({n_ours} atoms)',
+                            t_ours, t, f'{n_ours} / {n} atoms', peer, kind='cost'))
         except Exception as e:      # not installed, or the peer cannot read this file
-            rows.append(Row.skipped('read a CIF (pymatgen CifParser)', name, t_ours, peer, e))
+            rows.append(Row.skipped('read a CIF (pymatgen CifParser)', name, t_ours, peer, e, kind='cost'))
     return rows
 
 

@@ -122,7 +122,7 @@ def relabel_connected(labels) -> np.ndarray:
     new[fg] = np.arange(1, len(fg) + 1)
     return new[comp]
 
-# %% ../nbs/20_agq.ipynb #e39f08de
+# %% ../nbs/20_agq.ipynb #4c9bdd02
 def _neurite_centres(n, depth, size, anisotropy, rng):
     "Random walks with momentum, one centre per slice: neurites run mostly along z and drift in xy."
     H, W = size
@@ -134,6 +134,22 @@ def _neurite_centres(n, depth, size, anisotropy, rng):
         vel = 0.8 * vel + rng.normal(0, 0.25 * anisotropy, (n, 2))
         pos = pos + vel
     return out
+
+
+def _nearest_neurite(centres, r, yy, xx) -> np.ndarray:
+    """argmin over neurites k of |p - c_k| - r_k per voxel, one neurite at a time into reused (D, H, W) buffers: the
+    same float64 operations (and first-index ties) as the (D, n, H, W) broadcast, 3x faster (no GB temporaries)."""
+    D, n, _ = centres.shape
+    best, idx = np.empty((D,) + yy.shape), np.zeros((D,) + yy.shape, np.int64)
+    d, t = np.empty_like(best), np.empty_like(best)
+    for k in range(n):
+        np.subtract(yy[None], centres[:, k, 0, None, None], out=d); np.multiply(d, d, out=d)
+        np.subtract(xx[None], centres[:, k, 1, None, None], out=t); np.multiply(t, t, out=t)
+        d += t; np.sqrt(d, out=d); d -= r[k]
+        if k == 0: best[...] = d; continue
+        closer = d < best
+        best[closer] = d[closer]; idx[closer] = k
+    return idx
 
 
 def make_em_volume(shape=(16, 48, 48), n_neurites: int | None = None, radius=(2.0, 7.0), anisotropy: float = 2.0,
@@ -151,9 +167,7 @@ def make_em_volume(shape=(16, 48, 48), n_neurites: int | None = None, radius=(2.
     centres = _neurite_centres(n, D, (H, W), anisotropy, rng)
     r = rng.uniform(*radius, n)
     yy, xx = np.mgrid[0:H, 0:W]
-    dist = np.sqrt((yy[None, None] - centres[..., 0, None, None]) ** 2
-                   + (xx[None, None] - centres[..., 1, None, None]) ** 2) - r[None, :, None, None]
-    labels = relabel_connected(dist.argmin(1) + 1)
+    labels = relabel_connected(_nearest_neurite(centres, r, yy, xx) + 1)
     inside = erode_labels(labels, 1)
     base = rng.uniform(0.55, 0.8, labels.max() + 1)
     texture = ndi.gaussian_filter(rng.normal(0, 1, shape), (0, 1.5, 1.5))
@@ -247,55 +261,50 @@ def load_em_hdf5(path, labels_path=None, raw_key: str | None = None, labels_key:
     if not np.isfinite(raw).all(): raise ValueError(f"{path}: raw has non-finite values")
     return raw, labels.astype(np.int64)
 
-# %% ../nbs/20_agq.ipynb #b401dffc
-def _contingency(gt, seg, ignore_labels=()):
+# %% ../nbs/20_agq.ipynb #f58d16d1
+def _label_pair(gt, seg, ignore_labels=()):
+    "gt, seg as flat non-negative int arrays of the same size, ids dense where they are negative or huge; and n kept."
     gt, seg = np.asarray(gt).ravel(), np.asarray(seg).ravel()
     if gt.shape != seg.shape: raise ValueError(f"gt and seg must have the same shape, got {gt.size} vs {seg.size}")
     if gt.dtype.kind not in 'iub' or seg.dtype.kind not in 'iub':
         raise ValueError(f"gt and seg must be integer label arrays, got {gt.dtype} and {seg.dtype}")
-    keep = ~np.isin(gt, list(ignore_labels)) if len(ignore_labels) else slice(None)
-    g, s = _dense_ids(gt[keep]), _dense_ids(seg[keep])
-    return sp.coo_matrix((np.ones(g.size), (g, s))).tocsr()
+    if len(ignore_labels) and gt.size:
+        keep = ~np.isin(gt, list(ignore_labels))
+        if not keep.all(): gt, seg = gt[keep], seg[keep]
+    return _dense_ids(gt), _dense_ids(seg)
 
 
 def _dense_ids(x: np.ndarray) -> np.ndarray:
-    "Labels as 0..K-1 (a lookup table for small non-negative ids: np.unique's inverse is slow on numpy 2.4)."
-    if x.size and x.min() >= 0 and x.max() < 4 * x.size + 1024:
+    "x as is if its ids are small and non-negative, else as 0..K-1 (a bincount lookup table where it can)."
+    if not x.size: return x.astype(np.intp)
+    lo, hi = x.min(), x.max()
+    if lo >= 0 and hi < 4 * x.size + 1024: return x if x.dtype.kind != 'b' else x.astype(np.intp)
+    if lo >= 0 and hi < 1 << 26:
         present = np.bincount(x) > 0
-        lut = np.cumsum(present) - 1
-        return lut[x]
+        return (np.cumsum(present) - 1)[x]
     return np.unique(x, return_inverse=True)[1].ravel()
 
 
-def _entropy(p):
-    p = p[p > 0]
-    return float(-(p * np.log2(p)).sum())
-
-
 def voi(gt, seg, ignore_labels=()) -> tuple[float, float]:
-    """Variation of information split into `(split, merge)` = $(H(S\\mid G), H(G\\mid S))$ in bits, the order and
-    base of `skimage.metrics.variation_of_information(gt, seg)`: split is what the segmentation adds to the ground
-    truth (a neuron cut in pieces), merge what it loses (neurons joined)."""
-    p = _contingency(gt, seg, ignore_labels)
-    n = p.sum()
-    if n == 0: return 0.0, 0.0
-    p = p / n
-    h_joint = _entropy(p.data)
-    h_gt = _entropy(np.asarray(p.sum(1)).ravel()); h_seg = _entropy(np.asarray(p.sum(0)).ravel())
-    return max(h_joint - h_gt, 0.0), max(h_joint - h_seg, 0.0)
+    """Variation of information split into `(split, merge)` = $(H(S\\mid G), H(G\\mid S))$ in bits:
+    `skimage.metrics.variation_of_information(gt, seg)`, same order and base. Split is what the segmentation adds to
+    the ground truth (a neuron cut in pieces), merge what it loses (neurons joined)."""
+    g, s = _label_pair(gt, seg, ignore_labels)
+    if g.size == 0: return 0.0, 0.0
+    split, merge = _peer('skimage.metrics').variation_of_information(g, s)
+    return max(float(split), 0.0), max(float(merge), 0.0)
 
 
 def arand(gt, seg, ignore_labels=(0,)) -> float:
-    "Adapted Rand error (SNEMI3D; scikit-image's convention): 1 - the F-score of the Rand index, gt label 0 ignored."
-    p = _contingency(gt, seg, ignore_labels)
-    n = p.sum()
-    if n == 0: return 0.0
-    a, b = np.asarray(p.sum(1)).ravel(), np.asarray(p.sum(0)).ravel()
-    sum_p = float((p.data ** 2).sum() - n)
-    sum_a, sum_b = float((a ** 2).sum() - n), float((b ** 2).sum() - n)
-    if sum_a == 0 or sum_b == 0: return 0.0 if sum_p == sum_a == sum_b else 1.0
-    precision, recall = sum_p / sum_b, sum_p / sum_a
-    return 1.0 - 2 * precision * recall / (precision + recall) if precision + recall > 0 else 1.0
+    """Adapted Rand error (SNEMI3D): `skimage.metrics.adapted_rand_error(gt, seg)[0]`, gt label 0 ignored; 0 where
+    nothing is left or both sides are one segment per voxel, 1 where only one side is."""
+    g, s = _label_pair(gt, seg, ignore_labels)
+    if g.size == 0: return 0.0
+    with np.errstate(divide='ignore', invalid='ignore'):
+        are = float(_peer('skimage.metrics').adapted_rand_error(g, s, ignore_labels=())[0])
+    if np.isfinite(are): return are
+    pairs = lambda x: bool((np.bincount(x) > 1).any())                 # any pair of voxels in one segment
+    return 0.0 if not pairs(g) and not pairs(s) else 1.0
 
 # %% ../nbs/20_agq.ipynb #c21ac7fe
 def _kernel(aniso: bool): return (1, 3, 3) if aniso else (3, 3, 3)
@@ -829,7 +838,7 @@ def watershed_agglomerate(aff: np.ndarray, thresholds=(0.5,), method: str = 'wat
     frag = seg_mod.watershed(1 - m, markers)
     return [merge_by_mean_affinity(frag, aff, t) for t in thresholds]
 
-# %% ../nbs/20_agq.ipynb #c6f73bb8
+# %% ../nbs/20_agq.ipynb #69ae72c8
 @dataclass
 class AGQConfig(ConfigBase):
     "One query-based model trained on synthetic EM patches. Defaults: the quick preset; `_full`: a CPU-sized full one."
@@ -874,9 +883,21 @@ def build_model(c: AGQConfig, seed: int) -> 'AGQ':
                align_kernels=c.align_kernels)
 
 
+_DATA_CACHE: dict = {}
+
+
 def make_data(c: AGQConfig, seed: int) -> dict:
     """Training patches, a validation patch (VOI while training), a tuning volume (the stitching and watershed
-    thresholds) and a test volume of the same shape, all from `make_em_volume` with distinct seeds."""
+    thresholds) and a test volume of the same shape, all from `make_em_volume` with distinct seeds. The query
+    variants of one run share it: the last two data sets are kept (a new dict each call, the same arrays)."""
+    key = (seed, c.patch, c.test_shape, c.train_volumes, c.test_blocks, c.radius, c.noise, c.anisotropy)
+    if key not in _DATA_CACHE:
+        while len(_DATA_CACHE) >= 2: _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
+        _DATA_CACHE[key] = _make_data(c, seed)
+    return dict(_DATA_CACHE[key])
+
+
+def _make_data(c: AGQConfig, seed: int) -> dict:
     kw = dict(radius=c.radius, noise=c.noise, anisotropy=c.anisotropy)
     train = [make_em_volume(c.patch, seed=1000 * seed + i, **kw) for i in range(c.train_volumes)]
     val = make_em_volume((c.patch[0],) + tuple(2 * s - 1 for s in c.patch[1:]), seed=1000 * seed + 997, **kw)
@@ -1081,7 +1102,7 @@ def blockwise_watershed(aff: np.ndarray, block, threshold: float = 0.5, stitch_t
     borders = [np.unique([st[a] for st in starts if 0 < st[a] < shape[a]]).astype(np.int64) for a in range(3)]
     return stitch_blocks(labs, aff, None, stitch_threshold, planes=borders)
 
-# %% ../nbs/20_agq.ipynb #0784b318
+# %% ../nbs/20_agq.ipynb #f6010ef6
 def pipelines(exp: AGQExperiment, untrained: 'AGQ | None' = None) -> dict:
     """Full test volume, block-wise with stitching: AGQ (stitching threshold tuned on the tuning volume), the watershed
     baseline on the same backbone's affinities (waterz threshold tuned on the same volume) and the nulls (each tuned
@@ -1146,7 +1167,7 @@ def _run(preset: str, seed: int, ablate: bool, device) -> dict:
         if key not in done:                        # ablate: AGQ's config is LQ's, the same run (same seed)
             exp = make_experiment(preset, seed, device=device, **kw)
             exp.history_ = exp.run()
-            done[key] = (exp, {**exp.block_voi(), **exp.evaluate()})
+            done[key] = (exp, exp.block_voi())   # (evaluate() per variant: unused by the claims, 8% of the run)
         res[v] = done[key]
     agq_exp = res['agq'][0]
     res['pipelines'] = pipelines(agq_exp, build_model(agq_exp.config, seed).to(device))

@@ -61,7 +61,7 @@ def test_affinity_exact_and_invariant(volume):
 def test_cc_of_gt_affinity_recovers_labels(volume):
     _, labels, _ = volume
     cc = agq.affinity_to_cc(agq.seg_to_affinity(labels), 0.5, mode='edges')
-    assert agq.voi(labels, cc) == (0.0, 0.0) and agq.arand(labels, cc) == 0.0
+    assert agq.voi(labels, cc) == pytest.approx((0.0, 0.0), abs=1e-12) and agq.arand(labels, cc) == pytest.approx(0.0, abs=1e-12)
     seeds = agq.affinity_to_cc(agq.seg_to_affinity(agq.erode_labels(labels)), 'mean', min_area=5)
     assert seeds.max() > 0 and np.bincount(seeds.ravel())[1:].min() > 5
     major = sum(np.bincount(labels[seeds == k]).max() for k in range(1, seeds.max() + 1))
@@ -73,7 +73,7 @@ def test_cc_of_gt_affinity_recovers_labels(volume):
 def test_voi_axioms():
     rng = np.random.default_rng(0)
     a, b, c = (rng.integers(0, 5, (4, 8, 8)) for _ in range(3))
-    assert agq.voi(a, a) == (0.0, 0.0)
+    assert agq.voi(a, a) == pytest.approx((0.0, 0.0), abs=1e-12)
     assert agq.voi(a, _relabel(b)) == pytest.approx(agq.voi(a, b), abs=1e-12)
     assert agq.voi(b, a) == pytest.approx(agq.voi(a, b)[::-1], abs=1e-12)
     d = lambda x, y: sum(agq.voi(x, y))
@@ -83,6 +83,19 @@ def test_voi_axioms():
     assert split == pytest.approx(0, abs=1e-12) and merge > 0
     split, merge = agq.voi(merged, a)                                         # split only
     assert merge == pytest.approx(0, abs=1e-12) and split > 0
+
+
+def test_metrics_hand_computed():
+    """voi/arand are scikit-image's now (issue 46): pin them to values worked out by hand, so that a change of
+    convention upstream shows here."""
+    a, c = np.array([1, 1, 2, 2]), np.array([1, 1, 1, 2])
+    # same-segment ordered pairs: a 4, c 6, both 2 -> precision 1/3, recall 1/2, F = 0.4
+    assert agq.arand(a, c) == pytest.approx(0.6, abs=1e-12)
+    h = lambda p: -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+    assert agq.voi(a, c) == pytest.approx((0.5 * h(0.5), 0.75 * h(1 / 3)), abs=1e-12)   # (H(S|G), H(G|S))
+    assert agq.voi(-a, 10 ** 12 * a) == (0.0, 0.0)                           # negative and huge ids
+    assert agq.arand(np.zeros(5, int), np.arange(5)) == 0.0                   # all ignored
+    assert agq.arand(np.arange(1, 5), np.zeros(4, int)) == 1.0                # a side without pairs
 
 
 def test_metrics_match_skimage():
