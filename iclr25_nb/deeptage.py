@@ -581,7 +581,7 @@ def linear_probe_accuracy(x_train, y_train, x_val, y_val, x_test, y_test, l2=(1e
         if best is None or r['val_acc'] > best['val_acc']: best = r
     return best
 
-# %% ../nbs/10_deeptage.ipynb #647309a4
+# %% ../nbs/10_deeptage.ipynb #2f89aabd
 # The backbones of `reproduce`: the headline's SEW-residual CNN, the plain CNN of the speed-of-learning claim, and the
 # further settings it can tune every variant on (label, config overrides).
 RESIDUAL = 'SEW-residual CNN, digits'
@@ -612,7 +612,7 @@ class DeepTAGEConfig(ConfigBase):
     lam: float = bound(0.05, ge=0, le=1)    # TET's MSE weight (TET, TASG, and inside deep supervision)
     lr: float = bound(2e-3, gt=0)           # Adam
     batch_size: int = bound(64, ge=2)
-    steps: int = bound(250, ge=1)           # optimiser steps of one run (in `reproduce`, the largest of the grid)
+    steps: int = bound(300, ge=1)           # optimiser steps of one run (in `reproduce`, the largest of the grid)
     eval_every: int = bound(50, ge=1)       # steps between evaluations; in `reproduce`, the steps grid
     budget: int = bound(100, ge=1)          # `reproduce`'s headline: the steps grid cut at this training budget
     val_frac: float = bound(0.0, ge=0, lt=1)   # share of the training split held out to choose (lr, steps)
