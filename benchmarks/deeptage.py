@@ -1,6 +1,8 @@
 """DeepTAGE benchmark: our multi-step LIF layer against spikingjelly (torch backend, multi-step) and snntorch
 (`Leaky` stepped in a Python loop) on the same (T, batch, neurons) tensors, forward + backward, with the time ratio
 and spike agreement; and the training-step overhead of DeepTAGE (TASG + deep supervision) over TET on the same net.
+Rows against spikingjelly and snntorch are `kind='peer'` (the race); the TASG overhead, the step-by-step reference and
+the training steps of TET / TASG / DS / DeepTAGE are ours against ours, `kind='cost'`.
 
     python benchmarks/deeptage.py [--repeats 30] [--threads 1] [--no-training]
 """
@@ -73,8 +75,10 @@ def lif_peers(sizes=SIZES, repeats=30):
         med, ts = paired(fns, repeats)                                  # interleaved: load drifts hit all alike
         ratio = lambda k: spread(ts, 'ours', k)
         agree = lambda s: f"{100 * (s == spikes).float().mean().item():.2f}% spikes"
-        rows.append(Row(task + ', TASG w=0.25', size, med['ours TASG'], med['ours'], None, 'ours, fixed ATan (TASG overhead)'))
-        rows.append(Row(task, size, med['ours'], med['ours stepwise'], agree(s_step), 'ours, step-by-step autograd (before)'))
+        rows.append(Row(task + ', TASG w=0.25', size, med['ours TASG'], med['ours'], None, 'ours, fixed ATan (TASG overhead)',
+                        kind='cost'))
+        rows.append(Row(task, size, med['ours'], med['ours stepwise'], agree(s_step), 'ours, step-by-step autograd (before)',
+                        kind='cost'))
         spreads.append((size, 'ours step-by-step', ratio('ours stepwise')))
         for k, (l, r) in peers.items():
             with torch.no_grad():
@@ -93,7 +97,7 @@ def training_overhead(repeats=10):
         exp = dt.make_experiment('quick', 0, variant=v, steps=10 ** 6)
         t[v] = time_call(exp.step, repeats)
     size = 'quick preset: depth 10, 16 ch, T=4, batch 64'
-    return [Row(f'training step, {v}', size, t[v], t['TET'], None, 'TET (same net)') for v in t]
+    return [Row(f'training step, {v}', size, t[v], t['TET'], None, 'TET (same net)', kind='cost') for v in t]
 
 
 def main():

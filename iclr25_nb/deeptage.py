@@ -12,8 +12,8 @@ __all__ = ['log', 'PAPER', 'SURROGATES', 'HALF_WIDTH', 'STATS', 'VARIANTS', 'RES
            'tet_loss', 'deep_supervision_loss', 'variant_loss', 'DeepTAGEWrapper', 'attach_deeptage',
            'majority_accuracy', 'linear_probe_accuracy', 'DeepTAGEConfig', 'make_data', 'make_model', 'head_accuracy',
            'main_accuracy', 'DeepTAGEExperiment', 'mean_surrogate_by_step', 'gaussian_surrogate_model',
-           'mean_width_factor', 'mechanism_at_init', 'step_imbalance', 'tune', 'choose', 'run_ablation',
-           'init_accuracy', 'nulls', 'reproduce', 'render', 'measure_balance', 'explorer']
+           'mean_width_factor', 'mean_delta_at_init', 'mechanism_at_init', 'step_imbalance', 'tune', 'choose',
+           'run_ablation', 'init_accuracy', 'nulls', 'reproduce', 'render', 'measure_balance', 'explorer']
 
 # %% ../nbs/10_deeptage.ipynb #6b30d62c
 import logging
@@ -581,7 +581,7 @@ def linear_probe_accuracy(x_train, y_train, x_val, y_val, x_test, y_test, l2=(1e
         if best is None or r['val_acc'] > best['val_acc']: best = r
     return best
 
-# %% ../nbs/10_deeptage.ipynb #40696c71
+# %% ../nbs/10_deeptage.ipynb #2f89aabd
 # The backbones of `reproduce`: the headline's SEW-residual CNN, the plain CNN of the speed-of-learning claim, and the
 # further settings it can tune every variant on (label, config overrides).
 RESIDUAL = 'SEW-residual CNN, digits'
@@ -722,9 +722,10 @@ class DeepTAGEExperiment(Experiment):
         self.x_test, self.y_test = data[-2:]
         self.model = make_model(c).to(dev)
         self.model.set_lif(record=c.record, track_grad=c.record)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=c.lr)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=c.lr, foreach=True)   # = the per-tensor loop, bit for bit
         self.perm, self.pos = torch.randperm(len(self.y_train), generator=self.generator), 0
         self.heads_acc, self.test_acc, self.val_acc = None, float('nan'), float('nan')
+        self.states = None   # a dict: keep the weights at every evaluation (step -> state_dict) instead of testing
 
     def _batch(self):
         b = self.config.batch_size
@@ -742,11 +743,13 @@ class DeepTAGEExperiment(Experiment):
         self.opt.zero_grad(); loss.backward(); self.opt.step()
         out = {'loss': loss.item(), 'train_acc': (main.mean(0).argmax(-1) == y).float().mean().item()}
         if (self.step_count + 1) % c.eval_every == 0 or self.step_count + 1 == c.steps:
-            if c.record:
+            if self.states is not None:                               # `tune`: keep the weights, test only the chosen
+                self.states[self.step_count + 1] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            elif c.record:
                 self.heads_acc = head_accuracy(self.model, self.x_test, self.y_test)
                 self.test_acc = float(self.heads_acc[-1, -1])
             else: self.test_acc = main_accuracy(self.model, self.x_test, self.y_test)
-            out['test_acc'] = self.test_acc
+            if self.states is None: out['test_acc'] = self.test_acc
             if self.x_val is not None:
                 self.val_acc = main_accuracy(self.model, self.x_val, self.y_val)
                 out['val_acc'] = self.val_acc
@@ -836,7 +839,7 @@ def mean_width_factor(sigma, w: float = 0.25) -> float:
     _check_rate('w', w)
     return float((w * s / s[:, :1] + (1 - w)).mean())
 
-# %% ../nbs/10_deeptage.ipynb #d0da12ea
+# %% ../nbs/10_deeptage.ipynb #669f7586
 def _grad_norms(model, x, y, variant, lam, deep_supervision=True):
     "Gradient norms of the conv weights (per layer) and of dL/dx_t per (layer, step) for one batch; no update."
     model.train(); model.zero_grad()
@@ -850,6 +853,23 @@ def _grad_norms(model, x, y, variant, lam, deep_supervision=True):
 
 
 
+def _init_forward(config: DeepTAGEConfig, seed: int, n: int, device):
+    "The TET-surrogate model of `config` at initialisation after one recorded forward pass of `n` training samples."
+    seed_everything(seed)
+    x_tr, y_tr, _, _ = make_data(config, seed)
+    model = make_model(config.replace(variant='TET')).to(device)         # fixed surrogate; aux heads present
+    model.set_lif(record=True)
+    x, y = _to_sequence(x_tr[:n]).to(device), y_tr[:n].to(device)
+    with torch.no_grad(): model.train(); model(x)
+    return model, x, y, torch.stack([l.last_sigma for l in model.lifs]).cpu().numpy()       # sigma: (L, T)
+
+
+def mean_delta_at_init(config: DeepTAGEConfig | None = None, seed: int = 0, n: int = 256, device='cpu') -> float:
+    "`mechanism_at_init(...)['mean_delta']` alone (its forward pass, without the gradient passes)."
+    config = (config or DeepTAGEConfig()).replace(val_frac=0.0)
+    return mean_width_factor(_init_forward(config, seed, n, device)[3], config.w)
+
+
 def mechanism_at_init(config: DeepTAGEConfig | None = None, seed: int = 0, n: int = 256, device='cpu') -> dict:
     """The mechanism on one batch of `n` training samples at initialisation: the spread sigma_t of m_t - theta per
     (layer, step); the mean surrogate derivative per step in layer 1 for the fixed width, TASG at `config.w` and
@@ -858,13 +878,7 @@ def mechanism_at_init(config: DeepTAGEConfig | None = None, seed: int = 0, n: in
     fixed surrogate ('wide', width a * mean_delta, TET loss) and DS, on the same weights and batch.
     `config.w` and `config.deep_supervision` apply (the ablation makes TASG, wide and DS equal to TET)."""
     config = (config or DeepTAGEConfig()).replace(val_frac=0.0)
-    seed_everything(seed)
-    x_tr, y_tr, _, _ = make_data(config, seed)
-    model = make_model(config.replace(variant='TET')).to(device)         # fixed surrogate; aux heads present
-    model.set_lif(record=True)
-    x, y = _to_sequence(x_tr[:n]).to(device), y_tr[:n].to(device)
-    with torch.no_grad(): model.train(); model(x)
-    sigma = torch.stack([l.last_sigma for l in model.lifs]).cpu().numpy()       # (L, T)
+    model, x, y, sigma = _init_forward(config, seed, n, device)
     u1 = model.lifs[0].last_membrane - config.v_th
     kw = dict(width=config.width, stat=config.stat, surrogate=config.surrogate, area_preserving=config.area_preserving)
     h = {'fixed': mean_surrogate_by_step(u1, w=0.0, **kw).cpu().numpy(),
@@ -888,21 +902,25 @@ def step_imbalance(step_grad: np.ndarray, layer: int = 0) -> float:
     g = np.asarray(step_grad)[layer]
     return float(abs(np.log(g[-1] / g[0])))
 
-# %% ../nbs/10_deeptage.ipynb #af7911d9
+# %% ../nbs/10_deeptage.ipynb #b3912347
 def tune(variant: str, seed: int = 0, preset: str = 'quick', device='cpu', val_frac: float = 0.2,
          **overrides) -> dict:
     """Give `variant` the tuning grid of `reproduce`: one run per learning rate of `config.lrs`, evaluated every
     `eval_every` steps (the steps grid); the (lr, steps) with the best accuracy on a validation split held out of the
-    training data is chosen (ties: the first in grid order), and the test accuracy there is reported. Every variant
-    gets the same grid, the same data and the same initial weights per seed."""
+    training data is chosen (ties: the first in grid order), and the test accuracy there is reported (the weights of
+    every grid point are kept, and only the chosen one is tested). Every variant gets the same grid, the same data and
+    the same initial weights per seed."""
     config = DeepTAGEConfig.preset(preset, **{**overrides, 'variant': variant, 'val_frac': val_frac, 'record': False})
-    grid = []
+    grid, states = [], {}
     with Stopwatch() as sw:
         for lr in config.lrs:
             exp = DeepTAGEExperiment(config.replace(lr=float(lr)), seed, device=device)
-            grid += [{'lr': float(lr), 'steps': h['step'], 'val_acc': h['val_acc'], 'test_acc': h['test_acc']}
-                     for h in exp.run() if 'val_acc' in h]
-    return {'variant': variant, 'seed': seed, **choose(grid), 'grid': grid, 'seconds': sw.seconds}
+            exp.states = states[float(lr)] = {}                  # the weights at every grid point; no test pass yet
+            grid += [{'lr': float(lr), 'steps': h['step'], 'val_acc': h['val_acc']} for h in exp.run() if 'val_acc' in h]
+        best = choose(grid)                                      # chosen on validation; then the one test pass
+        exp.model.load_state_dict(states[best['lr']][best['steps']])
+        best['test_acc'] = main_accuracy(exp.model, exp.x_test, exp.y_test)
+    return {'variant': variant, 'seed': seed, **best, 'grid': grid, 'seconds': sw.seconds}
 
 
 
@@ -965,7 +983,7 @@ STARVED_MIN = 30.0              # sanity: TET, last / first layer gradient at in
 REPRODUCED = dict(headline=False, speed=True, tasg_over_wide=False, tasg_balance=True, ds_balance=True, ds_grad=True)
 "What the module declares for each claim before seeds 0-2 (False: NOT REPRODUCED expected)."
 
-# %% ../nbs/10_deeptage.ipynb #f3bf3ad4
+# %% ../nbs/10_deeptage.ipynb #54680551
 def _figures(mech, tuned, config, more: dict | None = None) -> dict:
     "The report's figures: spreads, surrogate derivatives, gradients per layer and per step, accuracies, the grid."
     import plotly.graph_objects as go
@@ -1028,7 +1046,7 @@ def _run(config: DeepTAGEConfig, preset: str, seed: int, device) -> dict:
     settings = {k: v for k, v in config.to_dict().items() if k not in ('variant', 'val_frac', 'record', 'residual')}
     seeds = list(range(seed, seed + config.n_seeds))
     res = config.replace(residual=True)
-    wide = {s: config.width * mechanism_at_init(res, s, device=device)['mean_delta'] for s in seeds}
+    wide = {s: config.width * mean_delta_at_init(res, s, device=device) for s in seeds}
     head = {v: [tune(v, s, preset, device, residual=True, **settings) for s in seeds] for v in config.ablation_variants}
     head['DS, widened'] = [tune('DS', s, preset, device, residual=True, **{**settings, 'width': wide[s]}) for s in seeds]
     speed = {v: [tune(v, s, preset, device, **{**settings, 'steps': config.budget}) for s in seeds]

@@ -418,6 +418,11 @@ def test_tuning_grid_choice_uses_validation_only():
     r = dt.tune('TET', 0, depth=4, channels=8, steps=4, eval_every=2, lrs=(1e-3, 2e-3), batch_size=16)
     assert [(g['lr'], g['steps']) for g in r['grid']] == [(1e-3, 2), (1e-3, 4), (2e-3, 2), (2e-3, 4)]
     assert r['val_acc'] == max(g['val_acc'] for g in r['grid'])
+    # only the chosen grid point is tested, from its kept weights: the same accuracy as a test pass during training
+    e = dt.make_experiment('quick', 0, variant='TET', depth=4, channels=8, steps=r['steps'], eval_every=2, lr=r['lr'],
+                           batch_size=16, val_frac=0.2, record=False)
+    h = e.run()
+    assert r['test_acc'] == h[-1]['test_acc'] and r['val_acc'] == h[-1]['val_acc']
 
 
 def test_validation_split_is_held_out_of_training():
@@ -457,6 +462,7 @@ def _fake_run(monkeypatch, calls):
                                        'step_grad': {k: np.array([[2.0, 1.0]]) for k in ('TET', 'TASG', 'wide', 'DS')},
                                        'h': {'fixed': np.ones(c.T)}}
     monkeypatch.setattr(dt, 'mechanism_at_init', mech)
+    monkeypatch.setattr(dt, 'mean_delta_at_init', lambda c, s, device='cpu': mech(c, s)['mean_delta'])
     monkeypatch.setattr(dt, 'gaussian_surrogate_model', lambda *a, **k: np.ones(4))
     monkeypatch.setattr(dt, 'nulls', lambda c, s, device='cpu': {'majority': 0.1, 'init': 0.1, 'probe': 0.45})
 
@@ -491,7 +497,7 @@ def test_tasg_gradient_gain_over_fixed_width_holds_by_construction():
     g, sg = m['conv_grad'], m['step_grad']
     assert g['TASG'][0] / g['TET'][0] > 1.1                              # measured 1.18-1.24 on seeds 0-2
     assert dt.step_imbalance(sg['TASG']) / dt.step_imbalance(sg['TET']) < 0.9
-    assert m['mean_delta'] > 1.0
+    assert m['mean_delta'] > 1.0 and dt.mean_delta_at_init(dt.DeepTAGEConfig(), seed=0) == m['mean_delta']
     u = torch.linspace(-3, 3, 601)
     for d in (1.0, 1.3, 2.0):                                            # pointwise: h(u / (a d)) >= h(u / a) for d >= 1
         assert (dt.atan_surrogate(u, 0.5 * d) >= dt.atan_surrogate(u, 0.5)).all()
