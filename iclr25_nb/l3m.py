@@ -13,7 +13,7 @@ __all__ = ['PAPER', 'PAD', 'BOS', 'EOS', 'SEP', 'TOPICS', 'ESTIMATORS', 'COST_FL
            'L3MExperiment', 'default_text', 'text_experiment', 'rivals', 'blind_fixed', 'reproduce', 'explorer_render',
            'explorer']
 
-# %% ../nbs/26_l3m.ipynb #8d46f4de
+# %% ../nbs/26_l3m.ipynb #c24c9d71
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound, overlap_count
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound, overlap_count
 
 PAPER = dict(number=26, name='l3m', title='L3Ms: Lagrange large language models (constrained fine-tuning with log '
                                           'barriers)',
@@ -858,7 +858,7 @@ class L3MExperiment(Experiment):
 
 make_experiment = L3MExperiment.from_preset
 
-# %% ../nbs/26_l3m.ipynb #7ab81f66
+# %% ../nbs/26_l3m.ipynb #9ecf7330
 # Headline thresholds and the merit's weights, committed before seeds 0-2 ran with this metric (issue 43).
 LM_COST_RATIO_MAX = Threshold(1.0, set='before', note='L3M cheaper than the tuned rivals at matched slack (R < 1)')
 TEXT_COST_RATIO_MAX = Threshold(1.0, set='before', note='as on the synthetic task')
@@ -867,7 +867,7 @@ TEXT_RHO = 0.2               # nats per character outside the band (frontier slo
 TEXT_RHO_REWARD = 1.0        # nats per unit of mean reward below its bound
 # Declared after seeds 0-2 ran (the thresholds above unchanged): see "Measured here vs the paper".
 LM_HEADLINE_REPRODUCED = False
-TEXT_HEADLINE_REPRODUCED = False
+TEXT_HEADLINE_REPRODUCED = MIXED   # holds on seed 2 only (R 1.16, 1.91, 0.80): the seeds split (was False, by majority)
 LM_VIOLATION_MAX = 0.5       # sanity: tokens (characters on text) outside the band, 512 fresh samples
 TEXT_VIOLATION_MAX = 0.5
 # Real text (tiny Shakespeare): the band and the reward threshold were chosen for its lines before any fine-tuning
@@ -945,7 +945,7 @@ def blind_fixed(names) -> str:
 
 
 def _headline(report: Report, t: dict, what: str, unit: str, rho: float, rho_reward: float, threshold,
-              reproduced: bool):
+              reproduced):
     ev, exp = t['ev'], t['exp']
     c = exp.config
     rv = rivals(exp.names)

@@ -155,7 +155,7 @@ def from_env(prefix: str = 'ICLR25_LLM', **kw) -> OpenAIClient | None:
     if not url: return None
     return OpenAIClient(url, os.environ.get(f'{prefix}_MODEL', 'local'), os.environ.get(f'{prefix}_API_KEY'), **kw)
 
-# %% ../nbs/08_llm.ipynb #0198be55
+# %% ../nbs/08_llm.ipynb #066ff092
 class Unavailable(RuntimeError):
     "The local model cannot run here; the message says why and what to install."
 
@@ -206,6 +206,8 @@ class LocalLLM:
 
     def __init__(self, model_path: str | None = None, n_ctx: int = 2048, threads: int = 2, max_tokens: int = 64,
                  seed: int = 0):
+        """`threads` serve generation and prompt batches alike (llama-cpp-python's default for batches is every core:
+        on a busy machine its extra threads spin and, measured here, cost ten times the CPU of one)."""
         if importlib.util.find_spec('llama_cpp') is None: raise Unavailable(local_available()[1])
         from llama_cpp import Llama
         if model_path is None: model_path = default_model_path()
@@ -215,8 +217,32 @@ class LocalLLM:
         ok, why = runs_here(str(model_path))
         if not ok: raise Unavailable(why)
         self.model_path, self.max_tokens, self._lock = str(model_path), max_tokens, threading.Lock()
-        self.model = Llama(model_path=self.model_path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
+        self.model = Llama(model_path=self.model_path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                           seed=seed, verbose=False)
         self.calls = 0
+
+    @property
+    def n_ctx(self) -> int:
+        "The context length in tokens."
+        return int(self.model.n_ctx())
+
+    def tokenize(self, text: str, special: bool = False) -> list:
+        "Token ids of `text` after the BOS token (`special`: control tokens such as `<start_of_turn>` parsed as such)."
+        return self.model.tokenize(text.encode(), add_bos=True, special=special)
+
+    def next_token_logprobs(self, prompt, special: bool = False) -> np.ndarray:
+        """Log-softmax (V,) of the next token after `prompt` (text, or token ids from `tokenize`). Only the part after
+        the longest prefix shared with the previous evaluation is evaluated: a shared instruction prefix stays in the
+        KV cache, so a run of prompts that differ in their tail costs one evaluation of the prefix. Any option
+        (token) can then be read from this one distribution, with no pass per option. ValueError for an empty prompt
+        or one that does not fit the context."""
+        with self._lock:
+            toks = self.tokenize(prompt, special) if isinstance(prompt, str) else [int(t) for t in prompt]
+            if not toks: raise ValueError("an empty prompt has no next token")
+            if len(toks) >= self.n_ctx - 1:
+                raise ValueError(f"prompt of {len(toks)} tokens does not fit the context ({self.n_ctx})")
+            self.calls += 1
+            return self._logits_after(toks)
 
     def complete(self, prompt: str, max_tokens: int | None = None, stop=None) -> str:
         "The greedy continuation of `prompt`."
@@ -295,7 +321,7 @@ def local_llm(**kw) -> LocalLLM:
         if key not in _shared: _shared[key] = LocalLLM(**kw)
         return _shared[key]
 
-# %% ../nbs/08_llm.ipynb #98265e72
+# %% ../nbs/08_llm.ipynb #ce0d3b65
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
@@ -313,7 +339,8 @@ def local_server(model_path: str | None = None, n_ctx: int = 2048, threads: int 
     model_path = model_path or default_model_path()
     port = _free_port()
     cmd = [sys.executable, '-m', 'llama_cpp.server', '--model', model_path, '--host', '127.0.0.1', '--port',
-           str(port), '--n_ctx', str(n_ctx), '--n_threads', str(threads), '--model_alias', 'local']
+           str(port), '--n_ctx', str(n_ctx), '--n_threads', str(threads), '--n_threads_batch', str(threads),
+           '--model_alias', 'local']
     log = tempfile.TemporaryFile(mode='w+')              # the server logs a lot: a pipe nobody reads would fill
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:

@@ -18,7 +18,7 @@ __all__ = ['log', 'PAPER', 'LOT_SHAPES', 'P_GRID', 'C13K_COLUMNS', 'TK92', 'LOSS
            'llm_subset', 'make_llm', 'human_inverse_ranks', 'RationalExperiment', 'reproduce', 'explorer_render',
            'explorer']
 
-# %% ../nbs/12_rational_llm.ipynb #48de6970
+# %% ../nbs/12_rational_llm.ipynb #b0a04ff3
 import json
 import logging
 import math
@@ -772,7 +772,7 @@ def ask_logprobs(model, problems: ProblemSet, mode: str = 'simulate', seed: int 
         rates[i] = float(np.exp(lp[1] - np.logaddexp(lp[0], lp[1])))
     return {'rates': rates, 'calls': len(problems)}
 
-# %% ../nbs/12_rational_llm.ipynb #3671cae5
+# %% ../nbs/12_rational_llm.ipynb #c80a1e31
 def chat_text(messages: list) -> str:
     "Messages in Gemma's chat template (a system message joins the user turn), ready for the model's reply."
     parts, system = [], ''
@@ -808,7 +808,7 @@ class LetterScorer:
         self.local, self._ids, self.calls, self.skipped = local, None, 0, 0
 
     @property
-    def n_ctx(self) -> int: return int(self.local.model.n_ctx())
+    def n_ctx(self) -> int: return self.local.n_ctx
 
     def letter_ids(self) -> dict:
         "{'A': ids, 'B': ids}: tokens whose text `parse_choice` reads as that letter (scanned once)."
@@ -821,15 +821,16 @@ class LetterScorer:
         return self._ids
 
     def logprobs(self, messages: list) -> np.ndarray:
-        "Log-softmax of the next token after `messages` (ValueError for a prompt that does not fit the context)."
-        m = self.local.model
-        with self.local._lock:
-            toks = m.tokenize(chat_text(messages).encode(), add_bos=True, special=True)
-            if len(toks) >= self.n_ctx - 1:
-                self.skipped += 1
-                raise ValueError(f"prompt of {len(toks)} tokens does not fit the context ({self.n_ctx})")
-            self.calls += 1
-            return self.local._logits_after(toks)
+        """Log-softmax of the next token after `messages` (ValueError for a prompt that does not fit the context):
+        `LocalLLM.next_token_logprobs`, which evaluates only what follows the prefix shared with the previous prompt
+        (the framing sentences, and a problem's machines when its two modes follow each other) and reads both letters
+        from the one distribution."""
+        toks = self.local.tokenize(chat_text(messages), special=True)
+        if len(toks) >= self.n_ctx - 1:
+            self.skipped += 1
+            raise ValueError(f"prompt of {len(toks)} tokens does not fit the context ({self.n_ctx})")
+        self.calls += 1
+        return self.local.next_token_logprobs(toks)
 
 
 def local_forward(scorer, problems: ProblemSet, modes=('individual', 'simulate'), n_samples: int = 17,
@@ -1411,7 +1412,7 @@ class RationalExperiment(Experiment):
 
 make_experiment = RationalExperiment.from_preset
 
-# %% ../nbs/12_rational_llm.ipynb #3ee17297
+# %% ../nbs/12_rational_llm.ipynb #6cfbcbe8
 # Thresholds fixed before seeds 0-2 ran (committed first; see the git history).
 D_LO_MIN = Threshold(0.05, set='before', note="the model aligns more with EV than with people: the lower 95% "
                      "bootstrap bound of D = r(LLM, EV) - r(LLM, humans) above 0.05")
