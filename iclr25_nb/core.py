@@ -1315,7 +1315,16 @@ def read_literal(module_name: str, var: str) -> dict | None:
     "The literal `var = dict(...)` (or `{...}`) of a module's source, read without importing it; None if absent."
     spec = importlib.util.find_spec(module_name)
     if spec is None or not spec.origin or not spec.origin.endswith('.py'): return None
-    tree = ast.parse(Path(spec.origin).read_text(encoding='utf-8'))
+    # parse only the statement that assigns `var` (parsing the 19 whole modules cost about a second at every import)
+    src = Path(spec.origin).read_text(encoding='utf-8')
+    import re
+    m = re.search(rf'^{re.escape(var)}\s*=', src, re.M)
+    if m is None: return None
+    lines, tree = src[m.start():].splitlines(keepends=True), None
+    for n in range(1, len(lines) + 1):
+        try: tree = ast.parse(''.join(lines[:n])); break
+        except SyntaxError: continue
+    if tree is None: return None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var for t in node.targets):
             v = node.value
