@@ -8,21 +8,21 @@ __all__ = ['log', 'PAPER', 'TASKS', 'COMPONENTS', 'MODELS', 'BASELINES', 'LOSSES
            'AGAINST_RATIO_MAX', 'PHASE_GAIN_MIN', 'FLIP_THRESHOLD', 'REVERSAL_THRESHOLD', 'TASK_NAMES', 'CYCLES_Q',
            'PAPER_GAIN', 'DECLARED', 'CLASS_TASKS', 'OTHER_TASK_MODELS', 'CLASS_PRESETS', 'ABLATION', 'SCORECARD',
            'EdgeGraph', 'kirchhoff_flows', 'FlowNetwork', 'make_flow_network', 'EdgeTask', 'make_task', 'Circuit',
-           'load_circuit', 'load_circuits', 'circuit_tasks', 'incidence_entries', 'magnetic_incidence', 'EdgeOperator',
-           'edge_operator', 'as_complex', 'as_real', 'edge_operators', 'MagneticEdgeConv', 'MagneticEdgeConvHidden',
-           'Fusion', 'EIGNBlock', 'EIGN', 'edge_pairs', 'PairOperator', 'line_graph_operator',
-           'directed_pair_operators', 'HodgeGNN', 'HodgeGNNDir', 'LineGraphGNN', 'EdgeMLP', 'rossi_pair_operators',
-           'RossiConv', 'DirGNNBlock', 'DirGNN', 'edge_components', 'magnetic_encodings', 'LineMagNet', 'EIGNSingle',
-           'make_model', 'fit_step', 'train', 'predict', 'model_metrics', 'random_flip_mask', 'flip_change',
-           'reverse_directed', 'reversal_change', 'longest_directed_cycles', 'make_cycles_graph', 'make_cycles_task',
-           'make_classifier', 'train_classifier', 'auc', 'classifier_metrics', 'ScoreRule', 'classification_benchmark',
-           'directed_cue', 'cycles_benchmark', 'random_walk', 'make_walk_task', 'triangle_flow_labels',
-           'make_triflow_task', 'shown_neighbour_cue', 'same_type_triangle_cue', 'walk_benchmark', 'triflow_benchmark',
-           'EIGNConfig', 'small_operator_graph', 'EIGNExperiment', 'network_figure', 'moved_figure', 'operator_figure',
-           'rmse_bar_figure', 'circuit_key', 'circuit_split', 'circuit_benchmark', 'default_circuits_path',
-           'flow_nulls', 'reproduce', 'explorer_render', 'explorer']
+           'load_circuit', 'load_circuits', 'circuit_tasks', 'incidence_entries', 'magnetic_incidence',
+           'sparse_product', 'EdgeOperator', 'edge_operator', 'as_complex', 'as_real', 'edge_operators',
+           'MagneticEdgeConv', 'MagneticEdgeConvHidden', 'Fusion', 'EIGNBlock', 'EIGN', 'edge_pairs', 'PairOperator',
+           'line_graph_operator', 'directed_pair_operators', 'HodgeGNN', 'HodgeGNNDir', 'LineGraphGNN', 'EdgeMLP',
+           'rossi_pair_operators', 'RossiConv', 'DirGNNBlock', 'DirGNN', 'edge_components', 'magnetic_encodings',
+           'LineMagNet', 'EIGNSingle', 'make_model', 'train_mode', 'fit_step', 'train', 'predict', 'model_metrics',
+           'random_flip_mask', 'flip_change', 'reverse_directed', 'reversal_change', 'longest_directed_cycles',
+           'make_cycles_graph', 'make_cycles_task', 'make_classifier', 'train_classifier', 'auc', 'classifier_metrics',
+           'ScoreRule', 'classification_benchmark', 'directed_cue', 'cycles_benchmark', 'random_walk', 'make_walk_task',
+           'triangle_flow_labels', 'make_triflow_task', 'shown_neighbour_cue', 'same_type_triangle_cue',
+           'walk_benchmark', 'triflow_benchmark', 'EIGNConfig', 'small_operator_graph', 'EIGNExperiment',
+           'network_figure', 'moved_figure', 'operator_figure', 'rmse_bar_figure', 'circuit_key', 'circuit_split',
+           'circuit_benchmark', 'default_circuits_path', 'flow_nulls', 'reproduce', 'explorer_render', 'explorer']
 
-# %% ../nbs/21_eign.ipynb #4b4b32e2
+# %% ../nbs/21_eign.ipynb #a2842f74
 import json
 import logging
 import math
@@ -410,7 +410,34 @@ def magnetic_incidence(graph: EdgeGraph, q: float = 0.0, kind: str = 'equ', q_no
     return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (graph.num_nodes, graph.num_edges),
                                    check_invariants=True).coalesce()
 
-# %% ../nbs/21_eign.ipynb #0cfa8f0d
+# %% ../nbs/21_eign.ipynb #6630a38d
+def _csr(rows, cols, vals, shape, device) -> torch.Tensor:
+    "A CSR matrix from COO entries (duplicates summed)."
+    coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, shape, check_invariants=False)
+    with warnings.catch_warnings():                           # "sparse CSR support is in beta"
+        warnings.simplefilter('ignore', UserWarning)
+        return coo.coalesce().to_sparse_csr().to(device)
+
+
+class _SparseProduct(torch.autograd.Function):
+    "A x for a constant sparse A; the backward multiplies the gradient by A's adjoint A^H, built once by the caller."
+    @staticmethod
+    def forward(ctx, a, adjoint, x):
+        ctx.adjoint = adjoint
+        return a @ x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, None, ctx.adjoint() @ grad
+
+
+def sparse_product(a: torch.Tensor, adjoint, x: torch.Tensor) -> torch.Tensor:
+    """`a @ x` for a constant CSR matrix `a`, differentiable in `x`: `adjoint()` returns A^H as CSR (cached by the caller).
+    torch's own backward of a CSR product converts A^H to CSR, a sort, on every backward pass: it took 30-40% of a
+    training step of EIGN."""
+    return _SparseProduct.apply(a, adjoint, x) if torch.is_grad_enabled() and x.requires_grad else a @ x
+
+# %% ../nbs/21_eign.ipynb #8152b84d
 class EdgeOperator:
     """The degree-normalised magnetic edge operator D^{-1/2} B_dst^H B_src D^{-1/2} of `graph`, applied sparsely.
 
@@ -444,29 +471,29 @@ class EdgeOperator:
         return v.real.to(x.dtype)
 
     def matrix(self, kind: str, like: torch.Tensor) -> torch.Tensor:
-        """The sparse factor `'boundary'` S = B_src D^{-1/2} (n, m) or `'coboundary'` C = D^{-1/2} B_dst^H (m, n), as a
-        CSR matrix of `like`'s dtype, built once per dtype. A CSR product sums each output row in one pass, where
+        """The sparse factor `'boundary'` S = B_src D^{-1/2} (n, m) or `'coboundary'` C = D^{-1/2} B_dst^H (m, n), or
+        their adjoints `'boundary_adjoint'` S^H and `'coboundary_adjoint'` C^H (the backward pass's factors), as a CSR
+        matrix of `like`'s dtype, built once per dtype. A CSR product sums each output row in one pass, where
         scattering the messages with `index_add` went entry by entry (4-20x slower on CPU; see benchmarks/eign.py)."""
         key = (kind, like.dtype, like.device)
         if key not in self._csr:
             d = self.deg_inv_sqrt[self.cols]
-            if kind == 'boundary': r, c, v, shape = self.rows, self.cols, self.b_src * d, (self.n, self.m)
-            else: r, c, v, shape = self.cols, self.rows, self.b_dst.conj() * d, (self.m, self.n)
-            coo = torch.sparse_coo_tensor(torch.stack([r, c]), self._vals(v, like), shape, check_invariants=False)
-            with warnings.catch_warnings():                           # "sparse CSR support is in beta"
-                warnings.simplefilter('ignore', UserWarning)
-                self._csr[key] = coo.coalesce().to_sparse_csr().to(like.device)
+            r, c, v, shape = {'boundary': (self.rows, self.cols, self.b_src * d, (self.n, self.m)),
+                              'coboundary': (self.cols, self.rows, self.b_dst.conj() * d, (self.m, self.n)),
+                              'boundary_adjoint': (self.cols, self.rows, (self.b_src * d).conj(), (self.m, self.n)),
+                              'coboundary_adjoint': (self.rows, self.cols, self.b_dst * d, (self.n, self.m))}[kind]
+            self._csr[key] = _csr(r, c, self._vals(v, like), shape, like.device)
         return self._csr[key]
 
     def boundary(self, x: torch.Tensor) -> torch.Tensor:
         "(m, c) edge signal -> (n, c) node signal B_src D^{-1/2} x."
         if x.dim() != 2 or x.shape[0] != self.m: raise ValueError(f"edge signal must have shape ({self.m}, c), got {tuple(x.shape)}")
-        return self.matrix('boundary', x) @ x
+        return sparse_product(self.matrix('boundary', x), lambda: self.matrix('boundary_adjoint', x), x)
 
     def coboundary(self, h: torch.Tensor) -> torch.Tensor:
         "(n, c) node signal -> (m, c) edge signal D^{-1/2} B_dst^H h."
         if h.dim() != 2 or h.shape[0] != self.n: raise ValueError(f"node signal must have shape ({self.n}, c), got {tuple(h.shape)}")
-        return self.matrix('coboundary', h) @ h
+        return sparse_product(self.matrix('coboundary', h), lambda: self.matrix('coboundary_adjoint', h), h)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor: return self.coboundary(self.boundary(x))
 
@@ -483,7 +510,7 @@ def edge_operator(graph: EdgeGraph, q: float = 0.0, src: str = 'equ', dst: str =
     "The operator from `src` to `dst` signals (`equ` or `inv`); a callable on (m, c) edge signals."
     return EdgeOperator(graph, q, src, dst, normalise, q_normalisation, dtype)
 
-# %% ../nbs/21_eign.ipynb #e5bf6b83
+# %% ../nbs/21_eign.ipynb #a425855f
 def as_complex(x: torch.Tensor) -> torch.Tensor:
     "(m, 2c) real -> (m, c) complex, channels paired (real, imag)."
     if x.shape[-1] % 2: raise ValueError(f"complex pairing needs an even number of channels, got {x.shape[-1]}")
@@ -616,7 +643,7 @@ class EIGN(nn.Module):
         x_equ, x_inv = self.embed(graph, x_equ, x_inv)
         return self.head(x_equ if self.equivariant_target else x_inv)
 
-# %% ../nbs/21_eign.ipynb #456ffc89
+# %% ../nbs/21_eign.ipynb #d12d12a7
 def edge_pairs(graph: EdgeGraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Rows, columns and values (float64) of L1 = B1^T B1 at q = 0: pairs of edges that share a node, and the diagonal."
     rows, cols, vals = incidence_entries(graph, 0.0, 'equ', dtype=torch.complex128)
@@ -666,7 +693,7 @@ def directed_pair_operators(graph: EdgeGraph) -> tuple[PairOperator, PairOperato
     neg = torch.where(touches_undirected, -v.abs(), v.clamp_max(0))
     return PairOperator(i, j, pos, graph.num_edges), PairOperator(i, j, neg, graph.num_edges)
 
-# %% ../nbs/21_eign.ipynb #b5c82d5e
+# %% ../nbs/21_eign.ipynb #5ace7ba5
 class HodgeGNN(nn.Module):
     "Edge GNN on the signed (Hodge) edge Laplacian L1 = B1^T B1, tanh, no biases; `inputs` 'equ' or 'both' (+Inv)."
     def __init__(self, equ_in: int, inv_in: int, hidden: int = 16, out: int = 1, layers: int = 3, inputs: str = 'both'):
@@ -935,10 +962,18 @@ def make_model(name: str, equ_in: int, inv_in: int, hidden: int = 16, layers: in
     if name == 'mlp': return EdgeMLP(equ_in, inv_in, hidden, 1, layers)
     raise ValueError(f"unknown model {name!r}; models are {list(MODELS)}")
 
-# %% ../nbs/21_eign.ipynb #dbfb8c19
+# %% ../nbs/21_eign.ipynb #53237b59
+def train_mode(model: nn.Module) -> nn.Module:
+    """`model.train()`, touching only the modules not in training mode already: the same modes, without resetting
+    every submodule's flag on every step (`Module.train` walks and sets them all: 3% of the quick preset's time)."""
+    for mod in model.modules():
+        if not mod.training: mod.train(True)
+    return model
+
+
 def fit_step(model: nn.Module, opt, task: EdgeTask) -> float:
     "One optimiser step on the masked MSE (gradient norm clipped to 1); returns the loss."
-    model.train()
+    train_mode(model)
     loss = ((model(task.graph, task.x_equ, task.x_inv) - task.y)[task.mask] ** 2).mean()
     opt.zero_grad(); loss.backward(); nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
     return loss.item()
@@ -1001,7 +1036,7 @@ def reversal_change(model: nn.Module, task: EdgeTask) -> float:
     s = task.graph.signs(task.graph.directed)[:, None]
     return (s * predict(model, reverse_directed(task)) - predict(model, task)).abs().max().item()
 
-# %% ../nbs/21_eign.ipynb #ce4af7d1
+# %% ../nbs/21_eign.ipynb #af6036e9
 def longest_directed_cycles(graph: EdgeGraph) -> tuple[int, list[frozenset]]:
     """Exact longest directed cycles of a mixed graph by enumeration (small graphs only): a directed edge is
     traversed tail -> head only, an undirected edge either way; a cycle is simple with at least 3 nodes.
@@ -1099,7 +1134,7 @@ def train_classifier(model: nn.Module, task: EdgeTask, epochs: int = 200, lr: fl
         crit = lambda p, t: (w * (p - t) ** 2).mean()
     losses = []
     for _ in range(epochs):
-        model.train()
+        train_mode(model)
         loss_v = crit(model(task.graph, task.x_equ, task.x_inv)[task.mask], y)
         opt.zero_grad(); loss_v.backward(); nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
         losses.append(loss_v.item())
@@ -1196,7 +1231,7 @@ def cycles_benchmark(seed: int = 0, n_train: int = 200, n_test: int = 100, n_nod
     return classification_benchmark(lambda s: make_cycles_task(n_nodes, s), seed, n_train, n_test, epochs, q, lr, hidden,
                                     layers, device=device, cue=('directed edge', directed_cue), **kw)
 
-# %% ../nbs/21_eign.ipynb #16a9afd1
+# %% ../nbs/21_eign.ipynb #c4629927
 def random_walk(graph: EdgeGraph, weights, length: int, rng, start: int | None = None) -> list[int] | None:
     """A random walk of `length` steps along the directed edges of `graph` (tail -> head only), each step choosing an
     out-edge with probability proportional to its weight. Returns the node sequence (length + 1 nodes), or None when
@@ -1248,7 +1283,7 @@ def make_walk_task(n_nodes: int = 12, n_edges: int = 30, walk_length: int = 12, 
         return EdgeTask(graph, torch.zeros(n_edges, 1), f32(x_inv), f32(y[:, None]), torch.from_numpy(~shown))
     raise ValueError(f"no graph carried a walk of {walk_length} steps in {max_tries} tries (add edges or shorten the walk)")
 
-# %% ../nbs/21_eign.ipynb #fa50793c
+# %% ../nbs/21_eign.ipynb #bffb9e25
 def triangle_flow_labels(graph: EdgeGraph, types) -> tuple[np.ndarray, str | None]:
     """Exact Tri-Flow labels: a triangle (three nodes pairwise joined) *qualifies* if its three edges have the same
     type and it has a directed edge, all its directed edges running the same way round; that sense orients it. An
@@ -1378,7 +1413,7 @@ def triflow_benchmark(seed: int = 0, n_train: int = 120, n_test: int = 60, epoch
                                     equivariant=True, loss='mse', salt=202, device=device,
                                     cue=('same-type triangle, input sign', same_type_triangle_cue), **kw)
 
-# %% ../nbs/21_eign.ipynb #8785a507
+# %% ../nbs/21_eign.ipynb #5347a2e5
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -1486,7 +1521,7 @@ class EIGNExperiment(Experiment):
     def step(self):
         i = self.step_count % len(self.batches)
         batch = self.batches[i]
-        self.nets.train()
+        train_mode(self.nets)
         losses, total = {}, 0.0
         preds = self.train_module('runs')(batch.graph, batch.x_equ, batch.x_inv)
         for key in self.nets:
@@ -1552,7 +1587,7 @@ class EIGNExperiment(Experiment):
 
 make_experiment = EIGNExperiment.from_preset
 
-# %% ../nbs/21_eign.ipynb #08ef1864
+# %% ../nbs/21_eign.ipynb #42dede40
 def network_figure(snap: dict, show: str = 'eign', height: int = 420):
     """The network: pipes grey, check valves black; small grey arrows show each edge's stored orientation (for
     a valve: its direction), coloured arrows the physical direction of the flow predicted by `show` (or the
@@ -1616,7 +1651,7 @@ def rmse_bar_figure(rows: list, key: str = 'rmse', title: str = 'test RMSE', hei
     fig.update_layout(title=title, height=height)
     return fig
 
-# %% ../nbs/21_eign.ipynb #e22dda11
+# %% ../nbs/21_eign.ipynb #d576563f
 def circuit_key(c: Circuit) -> tuple:
     "A circuit's structure: its graph, components and resistances (the data set simulates most circuits at 2-3 voltages)."
     return (c.graph.num_nodes, c.graph.edge_index.cpu().numpy().tobytes(), tuple(c.components),
@@ -1668,7 +1703,7 @@ def default_circuits_path() -> Path | None:
     found = find_data('electrical_circuits/v1')
     return found if found is not None and found.is_dir() else None
 
-# %% ../nbs/21_eign.ipynb #8d229d29
+# %% ../nbs/21_eign.ipynb #4a70a9d2
 # Claims v3 thresholds, committed before seeds 0-2 of this protocol (the ablation is q = 0 alone; the classification
 # tasks carry the tuned baselines). Disclosure: the earlier notebook showed EIGN / best baseline on flow simulation at
 # 0.975 / 0.949 / 0.958 and the q = 0 model at 1.01-1.06 of it (another preset), so SIM_RATIO_MAX is not blind to them.
@@ -1697,7 +1732,7 @@ CLASS_TASKS = {'cycles': ('LD-Cycles', 'balanced_accuracy', 'EIGN solves LD Cycl
                'walk': ('RW-Comp (hidden edges)', 'auc', 'EIGN best on RW Comp (AUC)'),
                'triflow': ('Tri-Flow', 'balanced_accuracy', 'EIGN best on Tri-Flow (accuracy)')}
 
-# %% ../nbs/21_eign.ipynb #9fcf00fd
+# %% ../nbs/21_eign.ipynb #aa4b24ea
 def _best_baseline(metrics: dict, key: str, baselines, higher: bool = False) -> tuple[str, float]:
     "The best baseline by `key` among `baselines` (lowest, or highest with `higher=True`): (name, value)."
     name = (max if higher else min)(baselines, key=lambda k: metrics[k][key])
@@ -1737,7 +1772,7 @@ def flow_nulls(exp) -> dict:
             'least squares on the inputs': rmse((feats(te) @ coef).float(), te),
             'EIGN at initialisation': model_metrics(init, te)['rmse']}
 
-# %% ../nbs/21_eign.ipynb #8c91537d
+# %% ../nbs/21_eign.ipynb #129bfb0d
 def _task_metrics(preset: str, seed: int, device, task: str, overrides: dict) -> dict:
     "Test metrics of every model's best grid point on `task` ('denoise' or 'interpolate')."
     models = OTHER_TASK_MODELS if preset == 'quick' else tuple(MODELS)
@@ -1920,7 +1955,7 @@ def reproduce(preset: str = 'quick', seed: int = 0, ablate: bool = False, data=N
         _figures(report, run)
     return report
 
-# %% ../nbs/21_eign.ipynb #7b14a0d2
+# %% ../nbs/21_eign.ipynb #548658de
 SCORECARD = dict(status='PARTLY',
                  headline='EIGN vs every tuned baseline (same grid and steps), flow simulation on Kirchhoff pipe networks with check valves',
                  metric='test RMSE, EIGN / best tuned baseline (lower is better; holds below 0.98, set before seeds 0-2)',
@@ -1929,7 +1964,7 @@ SCORECARD = dict(status='PARTLY',
                  null='least squares on the inputs', null_seeds=(1.3857, 1.2968, 1.3454),
                  note='flow simulation and Tri-Flow reproduce (5-10% and +0.16 balanced accuracy); LD-Cycles and RW-Comp do not beat HodgeGNN+Dir / HodgeGNN+Inv by 0.05, and on the leak-free circuit split EIGN with q = 0 loses to HodgeGNN+Inv: the phase, not the two streams, carries the circuit gain')
 
-# %% ../nbs/21_eign.ipynb #e45c6881
+# %% ../nbs/21_eign.ipynb #5d8dc61c
 def explorer_render(snap: dict, history: list, show: str = 'eign') -> dict:
     "The explorer's figures from a snapshot: the network, the moved bars, the RMSE curves and the operator."
     from iclr25_nb.live import curves_figure
