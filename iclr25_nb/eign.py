@@ -20,13 +20,15 @@ __all__ = ['log', 'PAPER', 'TASKS', 'COMPONENTS', 'MODELS', 'BASELINES', 'LOSSES
            'triangle_flow_labels', 'make_triflow_task', 'shown_neighbour_cue', 'same_type_triangle_cue',
            'walk_benchmark', 'triflow_benchmark', 'EIGNConfig', 'small_operator_graph', 'EIGNExperiment',
            'network_figure', 'moved_figure', 'operator_figure', 'rmse_bar_figure', 'circuit_key', 'circuit_split',
-           'circuit_benchmark', 'default_circuits_path', 'flow_nulls', 'reproduce', 'explorer_render', 'explorer']
+           'circuit_benchmark', 'default_circuits_path', 'flow_nulls', 'reproduce', 'explorer_render', 'ExplorerRender',
+           'explorer']
 
-# %% ../nbs/21_eign.ipynb #a2842f74
+# %% ../nbs/21_eign.ipynb #18860cee
 import json
 import logging
 import math
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -1413,7 +1415,7 @@ def triflow_benchmark(seed: int = 0, n_train: int = 120, n_test: int = 60, epoch
                                     equivariant=True, loss='mse', salt=202, device=device,
                                     cue=('same-type triangle, input sign', same_type_triangle_cue), **kw)
 
-# %% ../nbs/21_eign.ipynb #5347a2e5
+# %% ../nbs/21_eign.ipynb #778c06ef
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -1565,7 +1567,8 @@ class EIGNExperiment(Experiment):
             model = self.best(k)
             p = predict(model, disp)[:, 0]
             preds[k] = p.cpu().numpy().astype(float)
-            moved[k] = (s * p - predict(model, self.display0)[:, 0]).abs().max().item()
+            # the original orientation itself (no flip, or after a reset): nothing moved, S = 1 and one prediction
+            moved[k] = 0.0 if disp is self.display0 else (s * p - predict(model, self.display0)[:, 0]).abs().max().item()
         g = disp.graph
         return {'step': self.step_count, 'flips': flips, 'reversed': reversed_, 'version': version,
                 'pos': g.pos.cpu().numpy(), 'edge_index': g.edge_index.cpu().numpy(),
@@ -1587,7 +1590,7 @@ class EIGNExperiment(Experiment):
 
 make_experiment = EIGNExperiment.from_preset
 
-# %% ../nbs/21_eign.ipynb #42dede40
+# %% ../nbs/21_eign.ipynb #bd997f1a
 def network_figure(snap: dict, show: str = 'eign', height: int = 420):
     """The network: pipes grey, check valves black; small grey arrows show each edge's stored orientation (for
     a valve: its direction), coloured arrows the physical direction of the flow predicted by `show` (or the
@@ -1598,8 +1601,9 @@ def network_figure(snap: dict, show: str = 'eign', height: int = 420):
     t, h = pos[ei[0]], pos[ei[1]]
     fig = go.Figure()
     for sel, colour, width, name in ((und, '#bbbbbb', 1.5, 'pipe (undirected)'), (~und, '#222222', 2.5, 'check valve (directed)')):
-        xs = np.stack([t[sel, 0], h[sel, 0], np.full(sel.sum(), np.nan)], 1).ravel()
-        ys = np.stack([t[sel, 1], h[sel, 1], np.full(sel.sum(), np.nan)], 1).ravel()
+        # None between segments, in lists: a redraw compares them as equal and does not send them again (NaN != NaN)
+        xs = [None if math.isnan(v) else v for v in np.stack([t[sel, 0], h[sel, 0], np.full(sel.sum(), np.nan)], 1).ravel().tolist()]
+        ys = [None if math.isnan(v) else v for v in np.stack([t[sel, 1], h[sel, 1], np.full(sel.sum(), np.nan)], 1).ravel().tolist()]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode='lines', line=dict(color=colour, width=width), name=name, hoverinfo='skip'))
     d = h - t
     ang = np.degrees(np.arctan2(d[:, 0], d[:, 1]))                                   # clockwise from up
@@ -1612,7 +1616,7 @@ def network_figure(snap: dict, show: str = 'eign', height: int = 420):
                              marker=dict(symbol='triangle-up', size=11, angle=phys, color=np.abs(flow), colorscale='Viridis',
                                          cmin=0, cmax=max(float(np.abs(snap['truth']).max()), 1e-6),
                                          colorbar=dict(title='|flow|', len=0.6)),
-                             text=[f'edge {i}: {v:+.3f}' for i, v in enumerate(flow)], hoverinfo='text'))
+                             customdata=flow, hovertemplate='edge %{pointNumber}: %{customdata:+.3f}<extra></extra>'))   # arrays: a redraw sends them in binary, and only those that changed
     fig.update_layout(title=f"{MODELS.get(show, 'true flow')}: flows after {snap['flips']} flip(s), step {snap['step']}",
                       height=height, showlegend=True,
                       legend=dict(orientation='h', y=-0.05), xaxis=dict(visible=False),
@@ -1964,7 +1968,7 @@ SCORECARD = dict(status='PARTLY',
                  null='least squares on the inputs', null_seeds=(1.3857, 1.2968, 1.3454),
                  note='flow simulation and Tri-Flow reproduce (5-10% and +0.16 balanced accuracy); LD-Cycles and RW-Comp do not beat HodgeGNN+Dir / HodgeGNN+Inv by 0.05, and on the leak-free circuit split EIGN with q = 0 loses to HodgeGNN+Inv: the phase, not the two streams, carries the circuit gain')
 
-# %% ../nbs/21_eign.ipynb #5d8dc61c
+# %% ../nbs/21_eign.ipynb #9c6256b2
 def explorer_render(snap: dict, history: list, show: str = 'eign') -> dict:
     "The explorer's figures from a snapshot: the network, the moved bars, the RMSE curves and the operator."
     from iclr25_nb.live import curves_figure
@@ -1975,8 +1979,42 @@ def explorer_render(snap: dict, history: list, show: str = 'eign') -> dict:
             'operator': operator_figure(snap['operator'], snap['q'])}
 
 
-def explorer(autostart: bool = False, steps: int = 100_000, **config):
-    "Live view of `EIGNExperiment`: the network, flip and reverse buttons, model selector, RMSE curves, operator map."
+class ExplorerRender:
+    """`explorer_render` for one live view, redrawing only what changed: the operator map once per run, the moved
+    bars when their values change, the RMSE curves when a new evaluation is in the history, and the network when the
+    orientation, the valves or the model drawn change, or, while only training moves it, at most every
+    `network_every_s` seconds (its title's step lags by at most that). A figure handed back unchanged is not sent to
+    the browser again (`LiveView.refresh`). Each view has its own: plotly panes patch the figures they show."""
+    def __init__(self, network_every_s: float = 1.0):
+        self.network_every_s = float(network_every_s)
+        self.run, self.keys, self.figs, self.network_at = None, {}, {}, -math.inf
+
+    def _panel(self, name: str, key, build):
+        if name not in self.figs or self.keys[name] != key: self.figs[name], self.keys[name] = build(), key
+        return self.figs[name]
+
+    def __call__(self, snap: dict, history: list, show: str = 'eign') -> dict:
+        from iclr25_nb.live import curves_figure
+        if show != 'truth' and show not in snap['preds']: show = next(iter(snap['preds']))
+        if snap['operator'] is not self.run:            # a new run (its operator map is built once per run)
+            self.run, self.keys, self.figs, self.network_at = snap['operator'], {}, {}, -math.inf
+        now = time.monotonic()
+        hard = (snap['version'], show)
+        if (self.keys.get('network', (None,))[0] != hard or now - self.network_at >= self.network_every_s):
+            self.figs['network'], self.keys['network'], self.network_at = network_figure(snap, show), (hard,), now
+        evals = next((h['step'] for h in reversed(history) if any(k.startswith('rmse_') for k in h)), None)
+        keys = [f'rmse_{k}' for k in snap['preds']]
+        return {'network': self.figs['network'],
+                'moved': self._panel('moved', (snap['flips'], snap['reversed'], tuple(snap['moved'].items())),
+                                     lambda: moved_figure(snap)),
+                'rmse': self._panel('rmse', (evals, tuple(keys)),
+                                    lambda: curves_figure(history, keys, 'test RMSE (flow scales)', yaxis_title='RMSE')),
+                'operator': self._panel('operator', snap['q'], lambda: operator_figure(snap['operator'], snap['q']))}
+
+
+def explorer(autostart: bool = False, steps: int = 100_000, network_every_s: float = 1.0, **config):
+    """Live view of `EIGNExperiment`: the network, flip and reverse buttons, model selector, RMSE curves, operator map.
+    `network_every_s`: the network's redraw interval while only training moves it (`ExplorerRender`; 0: every frame)."""
     from iclr25_nb.live import LiveView, panel
     pn = panel()
     config = {'hiddens': (16,), 'lrs': (0.01,), **config}
@@ -1992,7 +2030,7 @@ def explorer(autostart: bool = False, steps: int = 100_000, **config):
     actions = {'Flip random undirected edges': lambda exp: exp.flip_display(),
                'Reverse the valves': lambda exp: exp.reverse_display(),
                'Reset orientation': lambda exp: exp.reset_orientation()}
-    return LiveView(make, explorer_render, controls, actions, view_controls, title='EIGN: orientation equivariance, live',
+    return LiveView(make, ExplorerRender(network_every_s), controls, actions, view_controls, title='EIGN: orientation equivariance, live',
                     autostart=autostart,
                     description='Start trains EIGN and its baselines side by side on pipe networks with check valves. '
                                 'Flip random undirected edges: EIGN\'s flow arrows stay put, the line-graph GNN\'s move. '
