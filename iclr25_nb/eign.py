@@ -964,7 +964,7 @@ def make_model(name: str, equ_in: int, inv_in: int, hidden: int = 16, layers: in
     if name == 'mlp': return EdgeMLP(equ_in, inv_in, hidden, 1, layers)
     raise ValueError(f"unknown model {name!r}; models are {list(MODELS)}")
 
-# %% ../nbs/21_eign.ipynb #53237b59
+# %% ../nbs/21_eign.ipynb #06a12eb9
 def train_mode(model: nn.Module) -> nn.Module:
     """`model.train()`, touching only the modules not in training mode already: the same modes, without resetting
     every submodule's flag on every step (`Module.train` walks and sets them all: 3% of the quick preset's time)."""
@@ -986,7 +986,7 @@ def train(model: nn.Module, task: EdgeTask, epochs: int = 100, lr: float = 3e-3,
     if not isinstance(epochs, int) or epochs < 1: raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
     if not lr > 0: raise ValueError(f"lr must be positive, got {lr!r}")
     torch.manual_seed(seed)                                  # dropout masks
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)   # one call per step for all tensors: the same numbers
     losses = []
     for epoch in range(epochs):
         losses.append(fit_step(model, opt, task))
@@ -1038,7 +1038,7 @@ def reversal_change(model: nn.Module, task: EdgeTask) -> float:
     s = task.graph.signs(task.graph.directed)[:, None]
     return (s * predict(model, reverse_directed(task)) - predict(model, task)).abs().max().item()
 
-# %% ../nbs/21_eign.ipynb #af6036e9
+# %% ../nbs/21_eign.ipynb #8a5ea7b1
 def longest_directed_cycles(graph: EdgeGraph) -> tuple[int, list[frozenset]]:
     """Exact longest directed cycles of a mixed graph by enumeration (small graphs only): a directed edge is
     traversed tail -> head only, an undirected edge either way; a cycle is simple with at least 3 nodes.
@@ -1124,7 +1124,7 @@ def train_classifier(model: nn.Module, task: EdgeTask, epochs: int = 200, lr: fl
     if not isinstance(epochs, int) or epochs < 1: raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
     if loss not in LOSSES: raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)   # the same numbers, fewer calls
     y = task.y[task.mask]
     if loss == 'bce':
         pos = y.mean().clamp(1e-3, 1 - 1e-3)
@@ -1415,7 +1415,7 @@ def triflow_benchmark(seed: int = 0, n_train: int = 120, n_test: int = 60, epoch
                                     equivariant=True, loss='mse', salt=202, device=device,
                                     cue=('same-type triangle, input sign', same_type_triangle_cue), **kw)
 
-# %% ../nbs/21_eign.ipynb #778c06ef
+# %% ../nbs/21_eign.ipynb #02603154
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -1502,7 +1502,7 @@ class EIGNExperiment(Experiment):
                                    for key, (k, h, lr) in self.grid.items()}).to(self.device)
         self.runs = _Runs(self.nets)
         groups = [{'params': list(self.nets[key].parameters()), 'lr': lr} for key, (_, _, lr) in self.grid.items()]
-        self.opt = torch.optim.Adam(groups)                  # Adam is per-parameter: the runs train independently
+        self.opt = torch.optim.Adam(groups, foreach=True)    # Adam is per-parameter: the runs train independently
         self.val_rmse, self.last_rmse = {}, {}
         op = edge_operator(small_operator_graph(c.frac_directed, self.seed), c.q, 'equ', 'equ', True, c.q_normalisation)
         self.operator_small = {'abs': op.dense().abs().cpu().numpy().round(4).tolist(),
