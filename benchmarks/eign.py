@@ -8,6 +8,10 @@ of the paired ratios. We also time EIGN's complex magnetic
 operator (q > 0, no PyG counterpart) and report the memory a dense m x m operator would need.
 
 Run: python benchmarks/eign.py [--sizes 1000 10000 100000] [--channels 16] [--repeats 30] [--threads 1]
+
+`--explorer` instead times the live explorer, in CPU milliseconds of this process (`time.process_time`, which the
+load of a shared machine does not inflate): one training step of the explorer's run, one snapshot, and one redraw, the
+stateless `explorer_render` (every figure rebuilt) against the view's `ExplorerRender` (what changed only).
 """
 import argparse
 
@@ -88,8 +92,34 @@ def run(sizes, channels: int = 16, repeat: int = 30):
     return rows, extra, spreads
 
 
+def explorer_costs(frames: int = 10) -> list[tuple]:
+    "CPU ms (median over `frames`) of a step, a snapshot and a redraw of the eign explorer, each after one more step."
+    import statistics
+    import time
+    from iclr25_nb.eign import ExplorerRender, explorer_render, make_experiment
+    exp = make_experiment('quick', hiddens=(16,), lrs=(0.01,), steps=100_000)      # the explorer's run
+    history, out = [], {k: [] for k in ('step', 'snapshot', 'full', 'network', 'typical')}
+    every_frame, throttled = ExplorerRender(0.0), ExplorerRender(float("inf"))   # the network: every frame, never
+
+    def cpu(key, fn):
+        t0 = time.process_time(); r = fn(); out[key].append(time.process_time() - t0); return r
+    for _ in range(frames + 1):
+        m = cpu('step', exp.step); exp.step_count += 1
+        history.append({'step': exp.step_count, **m})
+        snap = cpu('snapshot', exp.snapshot)
+        cpu('full', lambda: explorer_render(snap, history))
+        cpu('network', lambda: every_frame(snap, history))
+        cpu('typical', lambda: throttled(snap, history))
+    ms = {k: 1e3 * statistics.median(v[1:]) for k, v in out.items()}
+    return [('one training step (9 models, 8 graphs)', f"{ms['step']:.1f}"), ('one snapshot', f"{ms['snapshot']:.1f}"),
+            ('redraw, every figure rebuilt (explorer_render)', f"{ms['full']:.1f}"),
+            ('redraw, ExplorerRender with the network redrawn', f"{ms['network']:.1f}"),
+            ('redraw, ExplorerRender between network redraws (1 s apart)', f"{ms['typical']:.1f}")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--explorer', action='store_true', help='time the explorer (step, snapshot, redraw) instead')
     ap.add_argument('--sizes', type=int, nargs='+', default=[1000, 10000, 100000])
     ap.add_argument('--channels', type=int, default=16)
     ap.add_argument('--repeats', type=int, default=30)
@@ -97,6 +127,9 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
+    if args.explorer:
+        print(markdown(['eign explorer', 'CPU ms (median)'], explorer_costs(), 'EIGN explorer costs'))
+        return
     rows, extra, spreads = run(args.sizes, args.channels, args.repeats)
     print(table(rows, 'EIGN edge operators vs PyTorch Geometric', unit='ms', agreement='max abs diff'))
     print('\nratios are ours / PyG (below 1: we are faster)\n')
