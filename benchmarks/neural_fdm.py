@@ -84,7 +84,7 @@ def main():
     with torch.no_grad(): med, ts = paired(fns, a.repeats)        # interleaved: a load drift hits all alike
     t_core = med['core']
     rows = [Row('ours: fdm_solve (numpy API, validated)', size, med['api'], t_core,
-                float(np.abs(core.numpy() - ours).max()), 'ours: solve_structure (torch)')]
+                float(np.abs(core.numpy() - ours).max()), 'ours: solve_structure (torch)', kind='cost')]
     spreads = []
     for k, f in fns.items():
         if k in ('core', 'api'): continue

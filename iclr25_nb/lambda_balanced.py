@@ -17,7 +17,7 @@ __all__ = ['log', 'PAPER', 'TASKS', 'make_experiment', 'KERNEL_LOG_ERROR_MAX', '
            'run_representations', 'run_saddle_census', 'probe_loss', 'run_transfer', 'LambdaBalancedConfig',
            'LambdaBalancedExperiment', 'reproduce', 'explorer_phase', 'lambda_render', 'explorer']
 
-# %% ../nbs/18_lambda_balanced.ipynb #c2491299
+# %% ../nbs/18_lambda_balanced.ipynb #defe440f
 import dataclasses
 import logging
 import math
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .core import ConfigBase, Experiment, Report, Claim, Threshold, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound
 
 log = logging.getLogger(__name__)
 
@@ -1019,7 +1019,7 @@ def _log_gap(rows, key) -> float:
     "max over rows of |log10 probe loss (key) − log10 probe loss (GD)|; key 'lambda0' reads the control run."
     return float(max(abs(math.log10(max(x[key], 1e-300)) - math.log10(max(x['gd'], 1e-300))) for x in rows))
 
-# %% ../nbs/18_lambda_balanced.ipynb #c2ff55b9
+# %% ../nbs/18_lambda_balanced.ipynb #4ba909ec
 def _claims(rep: Report, r: dict, p: dict):
     """The claims: headlines first (the exact λ-balanced solution predicts gradient descent across the lazy → rich
     range, where the prior theories, the zero-balanced formula and the lazy linearisation, do not), then the
@@ -1059,7 +1059,7 @@ def _claims(rep: Report, r: dict, p: dict):
                ('isotropic representation of the trained trace (task-agnostic guess)', gap('isotropic'))],
         paper='the sign and size of λ decide whether a layer is task-specific or task-agnostic, and so how much it '
               'helps downstream (figures, no number)',
-        reproduced=False))     # declared before seeds 0-2 ran, from seed 11: the lazy linearisation predicts it too (0.025)
+        reproduced=MIXED))     # seeds 0-2 split: the lazy linearisation meets the threshold on 0 and 2, not on 1
     ratio = S_at('S_gd', 0.01) / S_at('S_gd', 20.0)
     rep.add_claim(Claim.compare('GD is rich at small |λ| and lazy at large |λ|: S_GD(|λ|=0.01) / S_GD(|λ|=20)',
                                 ratio, '>=', RICH_LAZY_RATIO_MIN, kind='mechanism',
@@ -1233,14 +1233,14 @@ def _figures(rep: Report, r: dict):
         'representation.',
         'Converged representations are measured from aligned initialisation: from random λ = 0 initialisations a fraction of runs lingers near a saddle (the census row), which is the paper\'s "B invertible" assumption.']
 
-# %% ../nbs/18_lambda_balanced.ipynb #c41babf1
+# %% ../nbs/18_lambda_balanced.ipynb #fb45cc82
 SCORECARD = dict(status='PARTLY',
                  headline='exact λ-balanced solution vs the zero-balanced formula and the lazy linearisation: kernel distance of GD across λ',
                  metric='max over λ of |log10 S_theory − log10 S_GD|, decades, lower is better (holds below 0.05)',
                  seeds=(0.00431, 0.00429, 0.0043),
                  paper='exact solution matches simulations, NTK included, at every λ (figures, no number)',
                  null='best constant: the mean of log10 S_GD over λ', null_seeds=(2.84, 2.84, 2.84),
-                 note='the kernel-distance and QQᵀ headlines hold on seeds 0-2; transfer is NOT REPRODUCED: the lazy linearisation predicts it within the threshold on seeds 0 and 2')
+                 note='the kernel-distance and QQᵀ headlines hold on seeds 0-2; transfer is MIXED (not reproduced): the lazy linearisation predicts it within the threshold on seeds 0 and 2, not on 1')
 
 # %% ../nbs/18_lambda_balanced.ipynb #990e4c78
 EXPLORER_LAMBDAS = (-20.0, -5.0, -1.0, -0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2, 1.0, 5.0, 20.0)
