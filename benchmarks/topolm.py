@@ -46,7 +46,7 @@ def bench_step(steps=5):
     t_plain = time_call(run(0.0), repeat=2)                               # time_call warms up each first
     t_topo = time_call(run(cfg.alpha), repeat=2)
     size = f'quick TopoGPT, batch {cfg.batch}, ctx {cfg.ctx}; time of {steps} steps'
-    return [Row('training, CE + alpha * spatial loss', size, t_topo, t_plain, None, 'CE only (alpha = 0)')]
+    return [Row('training, CE + alpha * spatial loss', size, t_topo, t_plain, None, 'CE only (alpha = 0)', kind='cost')]
 
 
 if __name__ == '__main__':
