@@ -133,32 +133,16 @@ def _agree_cell(a) -> str:
     return f'{a:.1e}' if isinstance(a, float) else fmt(a)
 
 
-def _finite(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def peer_summary(results: list[dict]) -> dict:
-    """The peer rows (`vs` 'peer'; rows recorded before `vs` existed count as peer) that have a ratio: how many, how
-    many at or below 1.0x, the (benchmark, task, size, ratio) of those above, and how many peer rows have no ratio
-    (a peer named but skipped or not timed; a row that names no peer is no race)."""
-    n, ok, above, none = 0, 0, [], 0
-    for b in results:
-        for r in b.get('rows', []):
-            if r.get('vs', 'peer') != 'peer': continue
-            x = r.get('ratio')
-            if not _finite(x): none += bool(r.get('peer_name')); continue      # a row with no peer at all is no race
-            n += 1
-            if x <= 1.0: ok += 1
-            else: above.append((b['name'], r.get('task'), r.get('size'), round(float(x), 3)))
-    return {'peer_rows': n, 'at_or_below_1': ok, 'above': above, 'no_ratio': none}
+    "The peer rows of `results` (run_one's dicts): `iclr25_nb.docs.peer_summary`, which the docs page uses too."
+    from iclr25_nb.docs import peer_summary as summary
+    return summary({'benchmarks': results})
 
 
 def summary_line(results: list[dict]) -> str:
-    "'peer rows: N; at or below 1.0x: K; above: (benchmark, task, size, ratio), ...' (see `peer_summary`)."
-    s = peer_summary(results)
-    above = '; '.join(f'({b}, {t}, {z}, {x:.3g}x)' for b, t, z, x in s['above']) or 'none'
-    return (f"peer rows: {s['peer_rows']}; at or below 1.0x: {s['at_or_below_1']}; above: {above}"
-            + (f" (and {s['no_ratio']} peer rows without a ratio: peer skipped or not timed)" if s['no_ratio'] else ''))
+    "'peer rows: N; at or below 1.0x: K; above: (benchmark, task, size, ratio), ...': `iclr25_nb.docs.benchmark_summary`."
+    from iclr25_nb.docs import benchmark_summary
+    return benchmark_summary({'benchmarks': results})
 
 
 def to_markdown(info: dict, results: list[dict], quick: bool) -> str:

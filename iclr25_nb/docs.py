@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['log', 'SKIP_FLAGS', 'LIVE_MIMES', 'LOADER_MIMES', 'CDN_HOSTS', 'PLOTLY_MIME', 'LIVE_NOTE', 'prepare_notebook',
-           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'benchmark_summary', 'benchmarks_page',
-           'build_docs']
+           'execute_notebook', 'finish_notebook', 'link_pages', 'check_offline', 'peer_summary', 'benchmark_summary',
+           'benchmarks_page', 'build_docs']
 
 # %% ../nbs/04_docs.ipynb #095a13db
 import ast
@@ -246,9 +246,11 @@ def check_offline(site: Path) -> list[str]:
     return bad
 
 # %% ../nbs/04_docs.ipynb #1f52f832
-def benchmark_summary(results: dict) -> str:
-    """'peer rows: N; at or below 1.0x: K; above: (benchmark, task, size, ratio), ...' over the rows of a results.json
-    that race a peer library (`vs` 'peer', or no `vs`: rows recorded before it existed), as `run_all.summary_line`."""
+def peer_summary(results: dict) -> dict:
+    """The rows of a results.json (`benchmarks/run_all.py`) that race a peer library (`vs` 'peer'; rows recorded
+    before `vs` existed count as peer) and have a ratio: how many, how many at or below 1.0x, the (benchmark, task,
+    size, ratio) of those above, and how many peer rows have no ratio (a peer named but skipped or not timed; a row
+    that names no peer is no race)."""
     import math
     n, ok, above, none = 0, 0, [], 0
     for b in results.get('benchmarks', []):
@@ -259,9 +261,17 @@ def benchmark_summary(results: dict) -> str:
                 none += bool(r.get('peer_name')); continue                # a row with no peer at all is no race
             n += 1
             if x <= 1.0: ok += 1
-            else: above.append(f"({b['name']}, {r.get('task')}, {r.get('size')}, {round(float(x), 3):.3g}x)")
-    return (f"peer rows: {n}; at or below 1.0x: {ok}; above: {'; '.join(above) or 'none'}"
-            + (f" (and {none} peer rows without a ratio: peer skipped or not timed)" if none else ''))
+            else: above.append((b['name'], r.get('task'), r.get('size'), round(float(x), 3)))
+    return {'peer_rows': n, 'at_or_below_1': ok, 'above': above, 'no_ratio': none}
+
+
+def benchmark_summary(results: dict) -> str:
+    """`peer_summary` in one line, 'peer rows: N; at or below 1.0x: K; above: (benchmark, task, size, ratio), ...':
+    the docs' Benchmarks page and results.md (`run_all.py`) both print it."""
+    s = peer_summary(results)
+    above = '; '.join(f'({b}, {t}, {z}, {x:.3g}x)' for b, t, z, x in s['above']) or 'none'
+    return (f"peer rows: {s['peer_rows']}; at or below 1.0x: {s['at_or_below_1']}; above: {above}"
+            + (f" (and {s['no_ratio']} peer rows without a ratio: peer skipped or not timed)" if s['no_ratio'] else ''))
 
 
 def benchmarks_page(results: dict, table_md: str = '') -> dict:
