@@ -10,7 +10,7 @@ __all__ = ['log', 'CHECKPOINT_NAME', 'LOCK_NAME', 'STEP_TURNS', 'MIXED', 'KINDS'
            'Finding', 'claim_problems', 'check_report', 'Report', 'seed_table', 'seed_table_markdown',
            'seed_times_markdown', 'seed_problems', 'Paper', 'read_literal', 'read_paper_meta', 'scorecard_problems',
            'get_paper', 'implemented_papers', 'scorecard_status', 'scorecard_rows', 'scorecard_markdown', 'PaperModule',
-           'check_contract', 'item_key', 'overlap_count', 'Stopwatch', 'run_meta', 'torch_threads',
+           'check_contract', 'item_key', 'overlap_count', 'Stopwatch', 'run_meta', 'torch_threads', 'sparse_product',
            'preload_torch_compiler', 'ItemError', 'failure_reason', 'ItemFailures', 'item_failures',
            'count_item_failure', 'each_item']
 
@@ -1530,6 +1530,27 @@ def torch_threads(n: int | None, device='cpu'):
     if n is not None and torch.device(device).type == 'cpu': torch.set_num_threads(n)
     try: yield torch.get_num_threads()
     finally: torch.set_num_threads(before)
+
+# %% ../nbs/00_core.ipynb #b98bc994
+class _SparseProduct(torch.autograd.Function):
+    "A x for a constant sparse A; the backward multiplies the gradient by A's adjoint, which the caller supplies."
+    @staticmethod
+    def forward(ctx, a, adjoint, x):
+        ctx.adjoint = adjoint
+        return a @ x
+
+    @staticmethod
+    def backward(ctx, grad):
+        adjoint = ctx.adjoint() if callable(ctx.adjoint) else ctx.adjoint
+        return None, None, adjoint @ grad
+
+
+def sparse_product(a: torch.Tensor, adjoint, x: torch.Tensor) -> torch.Tensor:
+    """`a @ x` for a constant sparse (CSR) matrix `a`, differentiable in `x`; its backward multiplies the gradient by
+    `adjoint`, A^H as a sparse tensor or a callable returning it, built once and cached by the caller (`a` itself for
+    a real symmetric A). Torch's own backward of a CSR product transposes A into a new CSR tensor, a sort, on every
+    backward pass: 30-40 % of a training step of EIGN, 2-5x the forward of TOP's propagation."""
+    return _SparseProduct.apply(a, adjoint, x) if torch.is_grad_enabled() and x.requires_grad else a @ x
 
 # %% ../nbs/00_core.ipynb #3fb9b5d1
 def preload_torch_compiler() -> threading.Thread:

@@ -8,15 +8,15 @@ __all__ = ['log', 'PAPER', 'TASKS', 'COMPONENTS', 'MODELS', 'BASELINES', 'LOSSES
            'AGAINST_RATIO_MAX', 'PHASE_GAIN_MIN', 'FLIP_THRESHOLD', 'REVERSAL_THRESHOLD', 'TASK_NAMES', 'CYCLES_Q',
            'PAPER_GAIN', 'DECLARED', 'CLASS_TASKS', 'OTHER_TASK_MODELS', 'CLASS_PRESETS', 'ABLATION', 'SCORECARD',
            'EdgeGraph', 'kirchhoff_flows', 'FlowNetwork', 'make_flow_network', 'EdgeTask', 'make_task', 'Circuit',
-           'load_circuit', 'load_circuits', 'circuit_tasks', 'incidence_entries', 'magnetic_incidence',
-           'sparse_product', 'EdgeOperator', 'edge_operator', 'as_complex', 'as_real', 'edge_operators',
-           'MagneticEdgeConv', 'MagneticEdgeConvHidden', 'Fusion', 'EIGNBlock', 'EIGN', 'edge_pairs', 'PairOperator',
-           'line_graph_operator', 'directed_pair_operators', 'HodgeGNN', 'HodgeGNNDir', 'LineGraphGNN', 'EdgeMLP',
-           'rossi_pair_operators', 'RossiConv', 'DirGNNBlock', 'DirGNN', 'edge_components', 'magnetic_encodings',
-           'LineMagNet', 'EIGNSingle', 'make_model', 'train_mode', 'fit_step', 'train', 'predict', 'model_metrics',
-           'random_flip_mask', 'flip_change', 'reverse_directed', 'reversal_change', 'longest_directed_cycles',
-           'make_cycles_graph', 'make_cycles_task', 'make_classifier', 'train_classifier', 'auc', 'classifier_metrics',
-           'ScoreRule', 'classification_benchmark', 'directed_cue', 'cycles_benchmark', 'random_walk', 'make_walk_task',
+           'load_circuit', 'load_circuits', 'circuit_tasks', 'incidence_entries', 'magnetic_incidence', 'EdgeOperator',
+           'edge_operator', 'as_complex', 'as_real', 'edge_operators', 'MagneticEdgeConv', 'MagneticEdgeConvHidden',
+           'Fusion', 'EIGNBlock', 'EIGN', 'edge_pairs', 'PairOperator', 'line_graph_operator',
+           'directed_pair_operators', 'HodgeGNN', 'HodgeGNNDir', 'LineGraphGNN', 'EdgeMLP', 'rossi_pair_operators',
+           'RossiConv', 'DirGNNBlock', 'DirGNN', 'edge_components', 'magnetic_encodings', 'LineMagNet', 'EIGNSingle',
+           'make_model', 'train_mode', 'fit_step', 'train', 'predict', 'model_metrics', 'random_flip_mask',
+           'flip_change', 'reverse_directed', 'reversal_change', 'longest_directed_cycles', 'make_cycles_graph',
+           'make_cycles_task', 'make_classifier', 'train_classifier', 'auc', 'classifier_metrics', 'ScoreRule',
+           'classification_benchmark', 'directed_cue', 'cycles_benchmark', 'random_walk', 'make_walk_task',
            'triangle_flow_labels', 'make_triflow_task', 'shown_neighbour_cue', 'same_type_triangle_cue',
            'walk_benchmark', 'triflow_benchmark', 'EIGNConfig', 'small_operator_graph', 'EIGNExperiment',
            'network_figure', 'moved_figure', 'operator_figure', 'rmse_bar_figure', 'circuit_key', 'circuit_split',
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound, sparse_product
 from .distributed import world_size
 
 log = logging.getLogger(__name__)
@@ -420,24 +420,6 @@ def _csr(rows, cols, vals, shape, device) -> torch.Tensor:
         warnings.simplefilter('ignore', UserWarning)
         return coo.coalesce().to_sparse_csr().to(device)
 
-
-class _SparseProduct(torch.autograd.Function):
-    "A x for a constant sparse A; the backward multiplies the gradient by A's adjoint A^H, built once by the caller."
-    @staticmethod
-    def forward(ctx, a, adjoint, x):
-        ctx.adjoint = adjoint
-        return a @ x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return None, None, ctx.adjoint() @ grad
-
-
-def sparse_product(a: torch.Tensor, adjoint, x: torch.Tensor) -> torch.Tensor:
-    """`a @ x` for a constant CSR matrix `a`, differentiable in `x`: `adjoint()` returns A^H as CSR (cached by the caller).
-    torch's own backward of a CSR product converts A^H to CSR, a sort, on every backward pass: it took 30-40% of a
-    training step of EIGN."""
-    return _SparseProduct.apply(a, adjoint, x) if torch.is_grad_enabled() and x.requires_grad else a @ x
 
 # %% ../nbs/21_eign.ipynb #8152b84d
 class EdgeOperator:

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound
+from .core import ConfigBase, Experiment, Report, Claim, Threshold, MIXED, bound, sparse_product
 from .data import check_array
 
 log = logging.getLogger(__name__)
@@ -268,20 +268,6 @@ def to_torch_csr(m: sp.spmatrix, dtype=torch.float32) -> torch.Tensor:
                                        torch.from_numpy(m.data).to(dtype), size=m.shape)
 
 
-class _SymmetricMM(torch.autograd.Function):
-    """A @ h for a sparse A equal to its transpose: the backward is A @ grad. Torch's own backward of a CSR product
-    transposes A on every call (2-5x the forward's time); for a symmetric A with sorted indices the transpose's CSR
-    arrays are A's own, so the gradient is the same to the bit."""
-    @staticmethod
-    def forward(ctx, A, h):
-        ctx.A = A
-        return A @ h
-
-    @staticmethod
-    def backward(ctx, grad):
-        return None, ctx.A @ grad
-
-
 def mark_symmetric(A: torch.Tensor, m: sp.spmatrix | None = None) -> torch.Tensor:
     "Flag the torch CSR matrix `A` as symmetric (checked exactly on its scipy source `m` when given): see `propagate`."
     if m is None or (m.shape[0] == m.shape[1] and (sp.csr_matrix(m) != sp.csr_matrix(m).T).nnz == 0):
@@ -376,9 +362,10 @@ def _linear(lin: nn.Linear, h: torch.Tensor) -> torch.Tensor:
 
 
 def propagate(A: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    "A @ h; when autograd records and `A` is marked symmetric (`mark_symmetric`), with the backward A @ grad."
-    if getattr(A, '_symmetric', False) and torch.is_grad_enabled() and h.requires_grad: return _SymmetricMM.apply(A, h)
-    return A @ h
+    """A @ h; when `A` is marked symmetric (`mark_symmetric`), the core's `sparse_product` with A as its own adjoint, so
+    the backward is A @ grad: torch's own transposes A on every call (2-5x the forward's time), and for a symmetric A
+    with sorted indices the transpose's CSR arrays are A's own, so the gradient is the same to the bit."""
+    return sparse_product(A, A, h) if getattr(A, '_symmetric', False) else A @ h
 
 
 class TOPGCNConv(nn.Module):
