@@ -329,9 +329,12 @@ def test_with_its_extra_installed_a_paper_runs(venv, wheel, paper):
 def test_hiding_everything_outside_dev_leaves_what_dev_installs():
     """tests/_extras.py, which test_e2e_app's server runs under: after `hide_all_but('dev')` a module only the test
     extra installs is gone (as after the README's first command), and the serve pages' peers and the app remain."""
-    code = ("import sys, importlib.util as u; sys.path.insert(0, 'tests'); import _extras; h = _extras.hide_all_but('dev');"
+    # only modules installed here can show the hiding (gemmi, say, is in no extra: CI's fresh venv lacks it)
+    code = ("import sys, importlib.util as u; sys.path.insert(0, 'tests'); import _extras;"
+            "present = [m for m in ('ot', 'torch_geometric', 'roma', 'gemmi') if u.find_spec(m)];"
+            "assert present, 'none of the test-extra modules is installed'; h = _extras.hide_all_but('dev');"
             "import panel, rdkit, skimage, iclr25_nb.app\n"
-            "for m in ('ot', 'torch_geometric', 'roma', 'gemmi'):\n"
+            "for m in present:\n"
             "    try: __import__(m)\n"
             "    except ModuleNotFoundError as e: assert 'outside iclr25_nb[dev]' in str(e), e\n"
             "    else: raise SystemExit(f'{m} importable')\n"
