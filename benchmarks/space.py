@@ -5,7 +5,9 @@
    the same free cells, with the graph built per call (as upstream builds it per environment) and built once;
    paired rounds in CPU seconds (median and quartiles of the ratios); agreement = the largest difference in path
    length (0 = identical).
-2. Maze generation at three sizes (no peer installed here: mazelib is not in the environment).
+2. Maze generation at three sizes: our `carve_maze` (iterative depth-first backtracker) against mazelib's
+   BacktrackingGenerator (the `bench` extra), the same algorithm and grid layout (1 = free in ours, 0 = free in
+   mazelib); paired CPU-time rounds; agreement = both grids are perfect mazes (2hw - 1 free cells, one component).
 3. Items generated per second per task (text and image), and evaluation throughput (items or episodes scored per
    second) of the oracle agent.
 
@@ -16,7 +18,7 @@ import time
 
 import numpy as np
 
-from _timing import Row, markdown, paired, spread, table, time_call, timed
+from _timing import Row, markdown, paired, spread, table, time_call
 
 
 def bfs_vs_networkx(cells: int, repeat: int, pairs: int = 10):
@@ -49,6 +51,36 @@ def bfs_vs_networkx(cells: int, repeat: int, pairs: int = 10):
                 f'ratio {spread(ts, "ours", "nx_prebuilt")}', 'networkx')]
 
 
+def _perfect(free: np.ndarray, h: int, w: int) -> bool:
+    "A perfect maze on h x w cells: 2hw - 1 free grid squares (cells and passages) forming one 4-connected component."
+    from scipy.ndimage import label
+    return int(free.sum()) == 2 * h * w - 1 and label(free)[1] == 1
+
+
+def maze_vs_mazelib(cells: int, repeat: int) -> Row:
+    "One row: a perfect cells x cells maze, ours against mazelib's backtracker, paired CPU-time rounds."
+    from iclr25_nb.space import carve_maze
+    rng = np.random.default_rng(cells)
+    ours = lambda: carve_maze(cells, cells, rng)
+    g = ours()
+    size = f'{g.shape[0]}x{g.shape[1]}'
+    try:
+        from mazelib import Maze
+        from mazelib.generate.BacktrackingGenerator import BacktrackingGenerator
+    except ImportError as e:
+        return Row.skipped('perfect maze (DFS backtracker)', size, time_call(ours, repeat, clock='cpu'), 'mazelib', e)
+
+    def peer():
+        m = Maze(cells)
+        m.generator = BacktrackingGenerator(cells, cells)
+        m.generate()
+        return m.grid
+    med, ts = paired({'ours': ours, 'mazelib': peer}, repeat, clock='cpu')
+    both = _perfect(ours() == 1, cells, cells) and _perfect(peer() == 0, cells, cells)
+    return Row('perfect maze (DFS backtracker)', size, med['ours'], med['mazelib'],
+               f'{"both perfect" if both else "NOT both perfect"}; ratio {spread(ts, "ours", "mazelib")}', 'mazelib')
+
+
 def throughput(n: int):
     from iclr25_nb.space import PRESENTATIONS, TASKS, OracleAgent, evaluate, generate
     rows = []
@@ -67,16 +99,11 @@ def main():
     ap.add_argument('--repeats', type=int, default=15)
     ap.add_argument('--items', type=int, default=50)
     args = ap.parse_args()
-    from iclr25_nb.space import carve_maze
     print(table([r for c in args.cells for r in bfs_vs_networkx(c, args.repeats)], 'BFS shortest paths: ours vs networkx',
                 unit='ms', agreement='agreement; ours / peer median [quartiles] of paired CPU-time rounds'))
     print()
-    gen = []
-    for c in args.cells:
-        t, g = timed(lambda: carve_maze(c, c, np.random.default_rng(0)), args.repeats)
-        gen.append(Row('perfect maze (DFS backtracker)', f'{g.shape[0]}x{g.shape[1]}', t, None, None, 'mazelib',
-                       skip='mazelib is not installed here'))
-    print(table(gen, 'maze generation', unit='ms'))
+    print(table([maze_vs_mazelib(c, args.repeats) for c in args.cells], 'maze generation: ours vs mazelib', unit='ms',
+                agreement='agreement; ours / peer median [quartiles] of paired CPU-time rounds'))
     print()
     rows = throughput(args.items)
     print('## generation and evaluation throughput (oracle agent)\n')

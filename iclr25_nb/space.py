@@ -503,20 +503,23 @@ def _gen_cbtt(rng, presentation: str, size: int = 7, blocks: int = 9) -> Item:
 # %% ../nbs/22_space.ipynb #ce853e67
 def carve_maze(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     "A perfect maze: (2h+1, 2w+1) int8 grid, 1 = free, 0 = wall, carved by a depth-first backtracker."
-    grid = np.zeros((2 * h + 1, 2 * w + 1), np.int8)
-    seen = np.zeros((h, w), bool)
-    stack = [(int(rng.integers(h)), int(rng.integers(w)))]
-    seen[stack[0]] = True; grid[2 * stack[0][0] + 1, 2 * stack[0][1] + 1] = 1
+    # flat bytearrays instead of numpy scalar indexing, and no draw for a single neighbour: numpy's
+    # `integers(1)` consumes nothing from the stream, so the mazes are the same as drawing (tests/test_space.py)
+    W = 2 * w + 1
+    free, seen = bytearray((2 * h + 1) * W), bytearray(h * w)
+    moves, integers = list(MOVES.values()), rng.integers
+    r0, c0 = int(integers(h)), int(integers(w))
+    stack = [(r0, c0)]; seen[r0 * w + c0] = 1; free[(2 * r0 + 1) * W + 2 * c0 + 1] = 1
     while stack:
         r, c = stack[-1]
-        nbrs = [(r + dr, c + dc) for dr, dc in MOVES.values() if 0 <= r + dr < h and 0 <= c + dc < w
-                and not seen[r + dr, c + dc]]
+        nbrs = [(r + dr, c + dc) for dr, dc in moves
+                if 0 <= r + dr < h and 0 <= c + dc < w and not seen[(r + dr) * w + c + dc]]
         if not nbrs: stack.pop(); continue
-        nr, nc = nbrs[rng.integers(len(nbrs))]
-        seen[nr, nc] = True
-        grid[2 * nr + 1, 2 * nc + 1] = 1; grid[r + nr + 1, c + nc + 1] = 1
+        nr, nc = nbrs[integers(len(nbrs))] if len(nbrs) > 1 else nbrs[0]
+        seen[nr * w + nc] = 1
+        free[(2 * nr + 1) * W + 2 * nc + 1] = 1; free[(r + nr + 1) * W + c + nc + 1] = 1
         stack.append((nr, nc))
-    return grid
+    return np.frombuffer(free, np.int8).reshape(2 * h + 1, W).copy()
 
 
 def braid(grid: np.ndarray, fraction: float, rng) -> np.ndarray:

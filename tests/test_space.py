@@ -617,3 +617,31 @@ def test_blind_battery_runs_in_the_stream():
         if task not in QA_TASKS: continue
         assert {BLIND_PREFIX + a for a in BLIND_AGENTS} <= set(tab[task])
         assert 0 <= strongest_blind_in(tab[task])[1] <= 100
+
+
+def _carve_reference(h, w, rng):
+    "The plain backtracker carve_maze replaced (numpy indexing, one draw per step, also for a single neighbour)."
+    from iclr25_nb.space import MOVES
+    grid, seen = np.zeros((2 * h + 1, 2 * w + 1), np.int8), np.zeros((h, w), bool)
+    stack = [(int(rng.integers(h)), int(rng.integers(w)))]
+    seen[stack[0]] = True; grid[2 * stack[0][0] + 1, 2 * stack[0][1] + 1] = 1
+    while stack:
+        r, c = stack[-1]
+        nbrs = [(r + dr, c + dc) for dr, dc in MOVES.values() if 0 <= r + dr < h and 0 <= c + dc < w
+                and not seen[r + dr, c + dc]]
+        if not nbrs: stack.pop(); continue
+        nr, nc = nbrs[rng.integers(len(nbrs))]
+        seen[nr, nc] = True; grid[2 * nr + 1, 2 * nc + 1] = 1; grid[r + nr + 1, c + nc + 1] = 1
+        stack.append((nr, nc))
+    return grid
+
+
+@pytest.mark.parametrize('h,w', [(1, 1), (1, 6), (5, 3), (12, 12)])
+def test_carve_maze_is_the_reference_backtracker_and_perfect(h, w):
+    from scipy.ndimage import label
+    from iclr25_nb.space import carve_maze
+    for seed in range(20):
+        g = carve_maze(h, w, np.random.default_rng(seed))
+        assert g.dtype == np.int8 and g.shape == (2 * h + 1, 2 * w + 1)
+        assert np.array_equal(g, _carve_reference(h, w, np.random.default_rng(seed))), seed
+        assert g.sum() == 2 * h * w - 1 and label(g)[1] == 1       # a spanning tree of the cells: perfect maze
