@@ -11,10 +11,11 @@
    - the paper's probe (`linear_probe`: BatchNorm without affine, dropout, AdamW, best-validation epoch; its steps
      written out without autograd) against the official code's loop (`LinearProbe`, autograd, `torch.optim.AdamW`):
      the same job, the same accuracies;
-   - the L2 logistic-regression probe (`logistic_probe`: standardised features, C = 0.1, tol = 1e-4; Newton in the dual
-     coefficients since there are fewer frames than features) against scikit-learn's `StandardScaler` +
-     `LogisticRegression(C=0.1, tol=1e-4)` (L-BFGS): the same estimator, objective, scaling and stopping rule (max |grad|
-     <= tol); agreement: test accuracies and the largest coefficient difference relative to the largest coefficient.
+   - the L2 logistic-regression probe (`logistic_probe`: standardised features, C = 0.1, tol = 1e-4; Newton in the
+     dual coefficients since there are fewer frames than features) against scikit-learn's `StandardScaler` +
+     `LogisticRegression(C=0.1, tol=1e-4)` (L-BFGS): the same estimator, objective, scaling and stopping rule
+     (max |grad| <= tol); agreement: test accuracies and the largest coefficient difference relative to the largest
+     coefficient.
 
 Run: python benchmarks/threedpc.py
 """
@@ -130,5 +131,6 @@ if __name__ == '__main__':
     torch.set_num_threads(1)
     print(table(bench_render(), 'Renderer: torch ray caster vs trimesh'))
     print()
-    print(table(bench_probe(), 'Linear probes: the official-style probe vs the official loop; the L2 logistic-regression '
-                'probe vs scikit-learn', agreement='test accuracies; ours / peer median [quartiles] of paired CPU-time rounds'))
+    print(table(bench_probe(), 'Linear probes: the official-style probe vs the official loop; the L2 '
+                'logistic-regression probe vs scikit-learn',
+                agreement='test accuracies; ours / peer median [quartiles] of paired CPU-time rounds'))
