@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from iclr25_nb.threedpc import (BALL_R, EMPTY_BOX, K_MAX, OFFICIAL_FILES, PALETTE, BODY_R, LinearProbe, Scenes,
-                                camera_rays, chance_bound, depth_order, linear_probe, load_model_outputs,
-                                load_official, make_dataset, make_experiment, noise_floor, official_analysis,
-                                oracle_accuracy, orbit_cameras, project, render, sample_scene, stack_scenes, trace,
+                                camera_rays, chance_bound, depth_order, linear_probe, logistic_probe,
+                                load_model_outputs, load_official, make_dataset, make_experiment, noise_floor,
+                                official_analysis, oracle_accuracy, orbit_cameras, project, render, sample_scene, stack_scenes, trace,
                                 viewer_sees_ball, strategy_analysis, clopper_pearson, cue_nulls, split_by_setting,
                                 cue_features, REAL_STRATEGY_GAP_MIN, SYN_CUE_MAX)
 from iclr25_nb.core import overlap_count
@@ -240,6 +240,29 @@ def test_probe_separable_shuffled_and_bn():
     cross = pytest.importorskip('sklearn.linear_model')
     lr = cross.LogisticRegression(max_iter=2000).fit(h[:400].numpy(), y[:400].numpy())
     assert lr.score(h[400:].numpy(), y[400:].numpy()) > 0.92
+
+
+
+@pytest.mark.parametrize('n,d', [(40, 300), (400, 12)])                 # the dual path (n <= d) and the primal one
+def test_logistic_probe_is_sklearns_estimator(n, d):
+    "Issue 47: `logistic_probe` returns scikit-learn's standardised L2 logistic regression (C, tol as given)."
+    sk = pytest.importorskip('sklearn.linear_model')
+    pre = pytest.importorskip('sklearn.preprocessing')
+    g = torch.Generator().manual_seed(1)
+    latent = torch.randn(n + 200, 3, generator=g)
+    h = latent @ torch.randn(3, d, generator=g) * torch.rand(d, generator=g)
+    h = h + 0.5 * torch.randn(n + 200, d, generator=g)
+    h[:, 0] = 7.0                                                              # a constant feature: scale 1, coef 0
+    y = (latent[:, 0] > 0).float()
+    ours = logistic_probe(h[:n], y[:n], {'test': (h[n:], y[n:])}, C=0.3, tol=1e-7)
+    sc = pre.StandardScaler().fit(h[:n].double().numpy())
+    ref = sk.LogisticRegression(C=0.3, tol=1e-9, max_iter=20_000)
+    ref.fit(sc.transform(h[:n].double().numpy()), y[:n].numpy())
+    np.testing.assert_allclose(ours['coef'].numpy(), ref.coef_[0], atol=1e-5 * np.abs(ref.coef_).max())
+    assert abs(ours['intercept'] - ref.intercept_[0]) < 1e-5 and ours['coef'][0] == 0
+    assert ours['test'] == ref.score(sc.transform(h[n:].double().numpy()), y[n:].numpy()) > 0.8
+    assert ours['n_iter'] < 15
+    with pytest.raises(ValueError, match='features'): logistic_probe(h[:5], y[:4])
 
 
 def test_bad_config_and_input():
