@@ -118,7 +118,8 @@ def bench_probe(rounds: int = 7):
         size = f'{int(tr.sum())} train frames, {f.shape[1]} features'
         rows.append(Row('depth-order linear probe, official protocol', size, med['ours'], med['autograd'],
                         f"test acc ours {acc['test']:.3f}, official loop {acc_ref['test']:.3f}; ratio "
-                        f"{spread(ts, 'ours', 'autograd')}", 'official loop (torch nn + AdamW)'))
+                        f"{spread(ts, 'ours', 'autograd')}", 'official loop (torch nn + AdamW)',
+                        kind='cost'))   # the official loop as we wrote it in torch: ours against ours
         rows.append(Row(f'depth-order L2 logistic-regression probe (standardised, C = {C}, tol = {tol:g})', size,
                         med['logistic'], med['sklearn'],
                         f"test acc ours {lo['test']:.3f}, sklearn {lr.score(x_te, y_te):.3f}; max |coef diff| / max "
