@@ -298,6 +298,34 @@ def test_watershed_baselines_on_gt_affinity(volume):
         assert wz.shape == labels.shape and wz.max() == labels.max()          # eroded: membrane voxels shared out
 
 
+def _region_edges_reference(fragments, aff, planes=None):
+    "The region graph by brute force: every touching pair (u < w, both non-zero) and the mean of its edges' affinities."
+    edges = {}
+    for a in range(3):
+        coords = range(1, fragments.shape[a]) if planes is None else planes[a]
+        for c in coords:
+            dst = [slice(None)] * 3; src = [slice(None)] * 3; dst[a], src[a] = c, c - 1
+            for u, w, v in zip(fragments[tuple(dst)].ravel(), fragments[tuple(src)].ravel(), aff[a][tuple(dst)].ravel()):
+                if u != w and u != 0 and w != 0: edges.setdefault((min(u, w), max(u, w)), []).append(float(v))
+    keys = sorted(edges)
+    return np.array(keys).reshape(-1, 2), np.array([np.mean(edges[k]) for k in keys])
+
+
+@pytest.mark.parametrize('shift', [0, -5])                        # -5: negative ids take the np.unique(axis=0) path
+@pytest.mark.parametrize('use_planes', [False, True])
+def test_region_edges_match_brute_force(shift, use_planes):
+    rng = np.random.default_rng(0)
+    frag = rng.integers(0, 7, (4, 6, 5)) + shift                   # 0 (or -5) is background only when shift == 0
+    frag = np.where(frag == 0, 0, frag)
+    aff = rng.random((3, 4, 6, 5)).astype(np.float32)
+    planes = [np.array([2]), np.array([3]), np.array([], np.int64)] if use_planes else None
+    pairs, mean = agq.region_edges(frag, aff, planes)
+    ref_pairs, ref_mean = _region_edges_reference(frag, aff, planes)
+    np.testing.assert_array_equal(pairs, ref_pairs)
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-12)
+    assert pairs.dtype == frag.dtype and np.all(pairs[:, 0] < pairs[:, 1])
+
+
 # ---- bad input
 
 def test_bad_input():
