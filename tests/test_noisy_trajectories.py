@@ -466,3 +466,63 @@ def test_dsa_null_is_rotation_invariant_and_sees_other_dynamics():
     assert nt.dsa_distance(x, x[:, ::-1]) > 0.1                             # time reversed: other dynamics
     assert nt.dsa_distance(x, A.sample(300, 2)) == pytest.approx(nt.dsa_distance(A.sample(300, 2), x), rel=1e-6, abs=1e-8)
     with pytest.raises(ValueError, match='T > n_delays'): nt.dmd_operator(x[:, :2], n_delays=2)
+
+
+# ---- issue 47: the torch block products and polar factors, and the Anderson-accelerated fit ---------------------------
+def _previous_evaluate_update(al, Q):
+    """One evaluation and Q-step as written before issue 47's third pass (numpy stack of per-block products, numpy
+    products around torch's `eigh`, a Python `sum` of the Q-step's parts), for the block-column path (N·T > 150)."""
+    import torch
+    nb, a = al.nb, al.alpha
+    K = np.stack([(Q.T @ X_b).reshape(-1, nb).T @ Y_b.reshape(-1, nb) for X_b, Y_b in zip(al.X, al.Y)])
+    lam, V = (t.numpy() for t in torch.linalg.eigh(torch.from_numpy(np.swapaxes(K, -1, -2) @ K)))
+    ok = lam[:, 0] > nt._POLAR_COND * lam[:, -1]
+    S = np.sqrt(np.clip(lam, 0.0, None)); P = np.empty_like(K)
+    if ok.any(): P[ok] = V[ok] @ np.swapaxes((K[ok] @ V[ok]) / S[ok][:, None, :], -1, -2)
+    if not ok.all():
+        U, S_bad, Vt = np.linalg.svd(K[~ok]); S[~ok] = S_bad; P[~ok] = np.swapaxes(Vt, -1, -2) @ np.swapaxes(U, -1, -2)
+    dm = ((al.x.mean - al.y.mean @ Q.T) ** 2).sum(1)
+    obj = a * dm.sum() + (2 - a) * (al.tr_x + al.tr_y - 2 * S.sum())
+    M = sum(X_b @ (Y_b.reshape(-1, nb) @ P_b).reshape(Y_b.shape).T for X_b, Y_b, P_b in zip(al.X, al.Y, P))
+    return obj, P, nt._align(a * al.mm + (2 - a) * M, al.group)
+
+
+@pytest.mark.parametrize('alpha', [1.0, 0.3])
+def test_torch_block_path_matches_the_previous_implementation(alpha):
+    rng = np.random.default_rng(47)
+    T, N = 10, 25                                          # N·T > 150 and the first blocks above _TORCH_MIN: torch products
+    x, y = random_gp(T, N, rng), random_gp(T, N, rng)
+    al = nt.AlternatingAligner(x, y, 'causal', alpha)
+    assert al._stack is None and al.X[0].size * N >= nt._TORCH_MIN > al.X[-1].size * N
+    for Q in (np.eye(N), rand_orth(N, rng)):
+        obj_ref, P_ref, Q_ref = _previous_evaluate_update(al, Q)
+        obj, per, P = al.evaluate(Q)
+        assert abs(obj - obj_ref) < 1e-12 * max(1.0, obj_ref) and abs(per.sum() - obj) < 1e-10 * obj
+        assert np.abs(P - P_ref).max() < 1e-10 and np.abs(al.update(Q, P) - Q_ref).max() < 1e-10
+    Lx = block_cholesky(x.cov, N)                          # MKL's Cholesky (torch) against numpy's
+    assert np.abs(Lx - np.linalg.cholesky(x.cov)).max() < 1e-12
+
+
+def test_polar_factors_with_ill_conditioned_blocks():
+    rng = np.random.default_rng(48)
+    K = rng.standard_normal((6, 5, 5))
+    K[1, :, 0] = 1e-9 * K[1, :, 1]; K[4] = 0.0              # one nearly singular block, one zero block: the SVD branch
+    S, P = nt._svals_polar(K)
+    U, S_ref, Vt = np.linalg.svd(K)
+    assert np.abs(np.sort(S, 1) - np.sort(S_ref, 1)).max() < 1e-12               # (eigh's order is ascending)
+    assert np.abs(np.einsum('bij,bji->b', K, P) - S_ref.sum(1)).max() < 1e-12       # tr(K_b P_b) = ‖K_b‖_*
+    assert np.abs(P @ np.swapaxes(P, -1, -2) - np.eye(5)).max() < 1e-12                # rotations
+
+
+def test_anderson_fit_reaches_the_optimum_in_fewer_iterations_than_over_relaxation():
+    rng = np.random.default_rng(30)
+    x, y = random_gp(6, 5, rng), random_gp(6, 5, rng)
+    for metric in ('ssd', 'w2', 'causal'):
+        al = nt.AlternatingAligner(x, y, metric)
+        ref = al.fit(tol=1e-15, max_iter=20000, accelerate=False).squared
+        fast, relax = al.fit(), al.fit(accelerate='relax')
+        assert abs(fast.squared - ref) <= abs(relax.squared - ref) + 1e-12 * ref
+        assert len(fast.loss_history) < len(relax.loss_history)
+        assert al.fit(accelerate='anderson').loss_history == fast.loss_history
+    with pytest.raises(ValueError, match='accelerate'): al.fit(accelerate='nesterov')
+    with pytest.raises(ValueError, match='memory'): al.fit(memory=0)
