@@ -48,7 +48,7 @@ def _need(module: str):
     except ImportError:
         raise ImportError(f"mofflow needs {module.split('.')[0]} here: pip install 'iclr25_nb[mofflow]'") from None
 
-# %% ../nbs/11_mofflow.ipynb #4fd173a0
+# %% ../nbs/11_mofflow.ipynb #6ffbf7cf
 def _hat(w: torch.Tensor) -> torch.Tensor:
     "[w]_x: (..., 3) -> (..., 3, 3) skew-symmetric."
     z = torch.zeros_like(w[..., 0])
@@ -109,6 +109,7 @@ def _quat_pairs_to_matrix() -> torch.Tensor:
     if not _PAIRS:
         M = _quat_products_to_matrix(torch.float64, 'cpu').view(4, 4, 9)
         _PAIRS['M'] = torch.stack([M[i, j] + M[j, i] if i != j else M[i, i] for i in range(4) for j in range(i, 4)])
+        _PAIRS['floor'] = torch.tensor(_EXP_FLOOR, dtype=torch.float64)
     return _PAIRS['M']
 
 
@@ -116,40 +117,45 @@ def _exp_map_chunked(w: torch.Tensor) -> torch.Tensor:
     """exp of (n, 3) float64 CPU rotation vectors without autograd, in chunks of `_EXP_CHUNK` that stay in cache:
     W = w / 2 (3, B), t = |W|, q = (cos t, (sin t / t) W), the 10 products q_i q_j (i <= j) and one (B, 10) x (10, 9)
     product written into the output. Small angles: sin t / t has no cancellation (sin is exact to an ulp at any
-    t > 0), so the only branch needed is t = 0, which the floor under t^2 turns into sin t / t = 1 (t = 1e-150)."""
+    t > 0), so the only branch needed is t = 0, which the floor under t^2 turns into sin t / t = 1 (t = 1e-150).
+    One scratch block (14, B) per call: rows 0-9 the products, 10-13 q, and W in rows 7-9 until the products
+    overwrite it (W is spent by then)."""
     n = w.shape[0]
     out = torch.empty(n, 9, dtype=torch.float64)
     if not n: return out.view(0, 3, 3)
-    M, B = _quat_pairs_to_matrix(), min(_EXP_CHUNK, n)
-    W0, Q0, P0 = (torch.empty(k, B, dtype=torch.float64) for k in (3, 4, 10))
-    floor = torch.tensor(_EXP_FLOOR, dtype=torch.float64)
+    if not _PAIRS: _quat_pairs_to_matrix()
+    M, floor, B = _PAIRS['M'], _PAIRS['floor'], min(_EXP_CHUNK, n)
+    S = torch.empty(14, B, dtype=torch.float64)
     for c0 in range(0, n, B):
         b = min(B, n - c0)
-        W, Q, P = (W0, Q0, P0) if b == B else (W0[:, :b], Q0[:, :b], P0[:, :b])
+        Sb = S if b == B else S[:, :b]
+        P, Q, W = Sb[:10], Sb[10:], Sb[7:10]
         torch.mul(w[c0:c0 + b].t(), 0.5, out=W)                             # components contiguous: (3, b)
         t = torch.addcmul(floor, W[0], W[0]).addcmul_(W[1], W[1]).addcmul_(W[2], W[2]).sqrt_()
         torch.cos(t, out=Q[0])
         torch.mul(W, torch.sin(t).div_(t), out=Q[1:])                       # sin(theta/2) w / theta
         torch.mul(Q[0], Q, out=P[0:4]); torch.mul(Q[1], Q[1:], out=P[4:7])
         torch.mul(Q[2], Q[2:], out=P[7:9]); torch.mul(Q[3], Q[3], out=P[9])
-        torch.mm(P.t(), M, out=out[c0:c0 + b])
+        torch.mm(P.t(), M, out=out if b == n else out[c0:c0 + b])
     return out.view(n, 3, 3)
 
 
 def exp_map(rotvec: torch.Tensor) -> torch.Tensor:
     """Rotation matrices (..., 3, 3) of rotation vectors (..., 3). A CPU tensor that needs no gradient is computed in
     float64 (float32 comes back as float32): from `_EXP_SCIPY_BELOW` rotations on by `_exp_map_chunked` (torch in
-    cache-sized chunks, 0.7-0.85x scipy's compiled loop), below it by scipy's rotvec -> matrix loop, which torch's
+    cache-sized chunks, 0.8-0.85x scipy's compiled loop), below it by scipy's rotvec -> matrix loop, which torch's
     per-call overhead cannot beat there (benchmarks/mofflow.py); with a gradient or on a GPU, torch through the unit
     quaternion (`_exp_map_torch`)."""
     global _ROTVEC_TO_MATRIX
     w = rotvec if isinstance(rotvec, torch.Tensor) else torch.as_tensor(rotvec)
-    if w.shape[-1:] != (3,): raise ValueError(f"exp_map needs (..., 3) rotation vectors, got shape {tuple(w.shape)}")
-    if w.requires_grad or w.device.type != 'cpu' or w.dtype not in (torch.float64, torch.float32) or not w.numel():
+    shape, dtype = w.shape, w.dtype
+    if shape[-1:] != (3,): raise ValueError(f"exp_map needs (..., 3) rotation vectors, got shape {tuple(shape)}")
+    if w.requires_grad or w.device.type != 'cpu' or dtype not in (torch.float64, torch.float32) or not w.numel():
         return _exp_map_torch(w)
     if w.numel() >= 3 * _EXP_SCIPY_BELOW:
-        R = _exp_map_chunked(w.reshape(-1, 3).to(torch.float64))
-        return R.view(*w.shape[:-1], 3, 3).to(w.dtype)
+        R = _exp_map_chunked(w.reshape(-1, 3) if dtype == torch.float64 else w.reshape(-1, 3).double())
+        if len(shape) != 2: R = R.view(*shape[:-1], 3, 3)
+        return R if dtype == torch.float64 else R.to(dtype)
     if _ROTVEC_TO_MATRIX is None: _ROTVEC_TO_MATRIX = _scipy_rotvec_to_matrix()
     x = w.numpy()                                                      # (a few us of wrapping in all: lean on purpose)
     R = _ROTVEC_TO_MATRIX(x.reshape(-1, 3) if x.dtype == np.float64 else x.reshape(-1, 3).astype(np.float64))
