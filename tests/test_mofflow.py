@@ -63,6 +63,29 @@ def test_cross_check_scipy():
         assert np.allclose(so3.geodesic(r0, r1, t).numpy(), sl([t]).as_matrix()[0], atol=1e-8)
 
 
+def test_exp_map_chunked_path_agrees_with_scipy_and_roma():
+    "From _EXP_SCIPY_BELOW rotations on, exp_map runs our torch chunks: scipy's and roma's values to float64 precision."
+    Rotation = pytest.importorskip('scipy.spatial.transform').Rotation
+    g = torch.Generator().manual_seed(11)
+    n = M._EXP_CHUNK + M._EXP_SCIPY_BELOW + 3                   # one full chunk and a ragged one
+    w = 4 * torch.randn(n, 3, dtype=D64, generator=g)
+    w[:6] = torch.tensor([[0., 0, 0], [1e-300, 0, 0], [1e-160, 0, -1e-161], [1e-12, 2e-12, 0], [1e-4, 0, 0],
+                          [math.pi, 0, 0]], dtype=D64)            # small-angle branch (t = 0 and tiny t) and pi
+    R = so3.exp_map(w)
+    ref = torch.from_numpy(Rotation.from_rotvec(w.numpy()).as_matrix())
+    assert (R - ref).abs().max() < 1e-14
+    assert torch.equal(R[0], torch.eye(3, dtype=D64)) and torch.allclose(R[1:4], torch.eye(3, dtype=D64).expand(3, 3, 3), atol=1e-11)
+    roma = pytest.importorskip('roma')
+    assert (R - roma.rotvec_to_rotmat(w)).abs().max() < 1e-14
+    assert torch.equal(so3.exp_map(w[:20480].view(-1, 4, 3)).view(-1, 3, 3), R[:20480])  # batch shapes
+    assert torch.equal(so3.exp_map(w.t().contiguous().t()), R)                        # strided input
+    R32 = so3.exp_map(w.float())                                                      # float32: computed in float64
+    assert R32.dtype == torch.float32 and torch.equal(R32, so3.exp_map(w.float().double()).float())
+    assert (so3.exp_map(w[:100]) - ref[:100]).abs().max() < 1e-14                     # below the cut: scipy's loop
+    wg = w[:50].clone().requires_grad_()                                              # autograd: the torch path
+    assert (so3.exp_map(wg).detach() - ref[:50]).abs().max() < 1e-14
+
+
 def test_cross_check_roma():
     roma = pytest.importorskip('roma')
     R = rots(300, 5)
