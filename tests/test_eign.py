@@ -336,6 +336,16 @@ def test_timed_evaluation_only_in_the_explorer_path():
     c.run(1); assert set(c.val_rmse) == set(c.grid)                    # a grid to choose from: validation kept
 
 
+def test_line_magnet_unfused_inference_is_the_same_model():
+    "The explorer's Line-MagNet evaluates through the layers' regular path: the same predictions to float precision."
+    from iclr25_nb.eign import LineMagNet, predict
+    task = make_task(make_flow_network(30, 0.3, seed=1))
+    torch.manual_seed(0); m = LineMagNet(task.x_equ.shape[1], task.x_inv.shape[1], 16, 1, 2)
+    fused = predict(m, task)
+    assert torch.allclose(predict(m.fused_inference(False), task), fused, atol=1e-5)
+    assert len(m._unfused) == 2 and predict(m.fused_inference(True), task).equal(fused) and not hasattr(m, '_unfused')
+
+
 # -- the defect shared with the official code: an edge alone in its component ------------------------------
 @pytest.mark.parametrize('dtype', [torch.complex64, torch.complex128])
 def test_isolated_directed_edge_gets_zero_degree_not_a_blow_up(dtype):
