@@ -12,7 +12,7 @@ from .core import PAPERS, get_paper, implemented_papers
 
 log = logging.getLogger(__name__)
 
-# %% ../nbs/02_app.ipynb #2f237a29
+# %% ../nbs/02_app.ipynb #ca6608c2
 def index_page():
     "The landing page: every paper of the collection with its status and a link to its explorer."
     from iclr25_nb.panel_env import panel
@@ -74,7 +74,9 @@ def serve(address: str = '127.0.0.1', port: int = 5006, websocket_origin: list |
     pn = panel()
     if not 0 <= int(port) < 65536: raise ValueError(f"port must be in 0..65535, got {port!r}")
     origins = websocket_origin or [f'{address}:{port}', f'localhost:{port}', f'127.0.0.1:{port}']
-    # a closed tab's session (and its training thread) is cleaned up within seconds, not Bokeh's default minute
-    kwargs.setdefault('check_unused_sessions', 1000); kwargs.setdefault('unused_session_lifetime', 3000)
+    # a closed tab's session (its training thread and its periodic redraws) ends within seconds, not Bokeh's 15-32 s
+    # (the names without `_milliseconds` reach tornado's settings, which ignore them: closed sessions kept training)
+    kwargs.setdefault('check_unused_sessions_milliseconds', 1000)
+    kwargs.setdefault('unused_session_lifetime_milliseconds', 3000)
     return pn.serve(routes(), address=address, port=port, websocket_origin=origins, show=show,
                     title='iclr25_nb explorers', **kwargs)

@@ -23,7 +23,7 @@ __all__ = ['log', 'PAPER', 'TASKS', 'COMPONENTS', 'MODELS', 'BASELINES', 'LOSSES
            'circuit_benchmark', 'default_circuits_path', 'flow_nulls', 'reproduce', 'explorer_render', 'ExplorerRender',
            'explorer']
 
-# %% ../nbs/21_eign.ipynb #18860cee
+# %% ../nbs/21_eign.ipynb #0d4a4333
 import json
 import logging
 import math
@@ -412,14 +412,13 @@ def magnetic_incidence(graph: EdgeGraph, q: float = 0.0, kind: str = 'equ', q_no
     return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (graph.num_nodes, graph.num_edges),
                                    check_invariants=True).coalesce()
 
-# %% ../nbs/21_eign.ipynb #6630a38d
+# %% ../nbs/21_eign.ipynb #46f4cdec
 def _csr(rows, cols, vals, shape, device) -> torch.Tensor:
     "A CSR matrix from COO entries (duplicates summed)."
     coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, shape, check_invariants=False)
     with warnings.catch_warnings():                           # "sparse CSR support is in beta"
         warnings.simplefilter('ignore', UserWarning)
         return coo.coalesce().to_sparse_csr().to(device)
-
 
 # %% ../nbs/21_eign.ipynb #8152b84d
 class EdgeOperator:
@@ -677,7 +676,7 @@ def directed_pair_operators(graph: EdgeGraph) -> tuple[PairOperator, PairOperato
     neg = torch.where(touches_undirected, -v.abs(), v.clamp_max(0))
     return PairOperator(i, j, pos, graph.num_edges), PairOperator(i, j, neg, graph.num_edges)
 
-# %% ../nbs/21_eign.ipynb #5ace7ba5
+# %% ../nbs/21_eign.ipynb #d10725e3
 class HodgeGNN(nn.Module):
     "Edge GNN on the signed (Hodge) edge Laplacian L1 = B1^T B1, tanh, no biases; `inputs` 'equ' or 'both' (+Inv)."
     def __init__(self, equ_in: int, inv_in: int, hidden: int = 16, out: int = 1, layers: int = 3, inputs: str = 'both'):
@@ -898,6 +897,20 @@ class LineMagNet(nn.Module):
         out = torch.zeros(graph.num_edges, h.shape[-1], dtype=h.dtype, device=h.device)
         out[index[~pad]] = h[~pad]
         return self.dec(out)
+
+    def fused_inference(self, on: bool = True) -> 'LineMagNet':
+        """Whether evaluation (no grad, eval mode) may take PyTorch's fused encoder kernel
+        (`torch._transformer_encoder_layer_fwd`, the default). At hidden 16 and 8 heads on a CPU it is ~5x slower than
+        the layers' regular path (53 vs 11 ms on the quick preset's 8 test graphs) and agrees with it to ~3e-7. Off:
+        a no-op forward pre-hook on each layer, which makes PyTorch take the regular path for this model alone (the
+        process-wide switch, `torch.backends.mha.set_fastpath_enabled`, would change every other run's numbers too).
+        The explorer turns it off; the reproduction keeps the default."""
+        for h in self.__dict__.pop('_unfused', []): h.remove()
+        if not on: self._unfused = [layer.register_forward_pre_hook(_no_op) for layer in self.transformer.layers]
+        return self
+
+
+def _no_op(module, args): return None    # a forward pre-hook that changes nothing (a named function: picklable)
 
 
 class EIGNSingle(nn.Module):
@@ -1397,7 +1410,7 @@ def triflow_benchmark(seed: int = 0, n_train: int = 120, n_test: int = 60, epoch
                                     equivariant=True, loss='mse', salt=202, device=device,
                                     cue=('same-type triangle, input sign', same_type_triangle_cue), **kw)
 
-# %% ../nbs/21_eign.ipynb #02603154
+# %% ../nbs/21_eign.ipynb #2b7729cc
 def _show_options(models) -> list: return list(models) + ['truth']
 
 
@@ -1453,6 +1466,12 @@ class EIGNExperiment(Experiment):
     state_attrs = ('nets', 'opt')
     ddp_modules = ('runs',)   # data parallel (iclr25_nb.distributed): every run, on this rank's graphs of each batch
     ddp_options = {'find_unused_parameters': True}   # EIGN's last block computes an invariant output it never uses
+    # The explorer sets `eval_every_s`: it then also evaluates once that many seconds of wall time have passed since the
+    # last evaluation (whichever comes first: `eval_every` steps or the time), so that its curves keep moving when
+    # steps are slow (many sessions on one server), and skips the validation pass when each model has a single grid
+    # point (it selects nothing). None (reproduce, tests): every `eval_every` steps, nothing timed.
+    eval_every_s: float | None = None
+    _evaluated_at = -math.inf
 
     def setup(self):
         c = self.config
@@ -1516,10 +1535,15 @@ class EIGNExperiment(Experiment):
         for model in self.nets.values(): nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         self.opt.step()
         out = {f'loss_{k}': losses[self.best_key(k)].item() for k in self.config.models}
-        if self.step_count % self.config.eval_every == 0 or self.step_count + 1 == self.config.steps:
-            self.val_rmse = {key: model_metrics(m, self.val)['rmse'] for key, m in self.nets.items()}
+        due = self.step_count % self.config.eval_every == 0 or self.step_count + 1 == self.config.steps
+        live = self.eval_every_s is not None                 # the explorer's time-based cadence (never in reproduce)
+        if live: due = due or time.monotonic() - self._evaluated_at >= self.eval_every_s
+        if due:
+            if not live or len(self.grid) > len(self.config.models):   # a single grid point per model: nothing to select
+                self.val_rmse = {key: model_metrics(m, self.val)['rmse'] for key, m in self.nets.items()}
             self.last_rmse = {k: model_metrics(self.best(k), self.test)['rmse'] for k in self.config.models}
             out.update({f'rmse_{k}': v for k, v in self.last_rmse.items()})
+            self._evaluated_at = time.monotonic()
         return out
 
     # -- the explorer's orientation demo --------------------------------------------------------------
@@ -1950,7 +1974,7 @@ SCORECARD = dict(status='PARTLY',
                  null='least squares on the inputs', null_seeds=(1.3857, 1.2968, 1.3454),
                  note='flow simulation and Tri-Flow reproduce (5-10% and +0.16 balanced accuracy); LD-Cycles and RW-Comp do not beat HodgeGNN+Dir / HodgeGNN+Inv by 0.05, and on the leak-free circuit split EIGN with q = 0 loses to HodgeGNN+Inv: the phase, not the two streams, carries the circuit gain')
 
-# %% ../nbs/21_eign.ipynb #9c6256b2
+# %% ../nbs/21_eign.ipynb #d7e96708
 def explorer_render(snap: dict, history: list, show: str = 'eign') -> dict:
     "The explorer's figures from a snapshot: the network, the moved bars, the RMSE curves and the operator."
     from iclr25_nb.live import curves_figure
@@ -1994,9 +2018,12 @@ class ExplorerRender:
                 'operator': self._panel('operator', snap['q'], lambda: operator_figure(snap['operator'], snap['q']))}
 
 
-def explorer(autostart: bool = False, steps: int = 100_000, network_every_s: float = 1.0, **config):
+def explorer(autostart: bool = False, steps: int = 100_000, network_every_s: float = 1.0, eval_every_s: float | None = 1.0,
+             **config):
     """Live view of `EIGNExperiment`: the network, flip and reverse buttons, model selector, RMSE curves, operator map.
-    `network_every_s`: the network's redraw interval while only training moves it (`ExplorerRender`; 0: every frame)."""
+    `network_every_s`: the network's redraw interval while only training moves it (`ExplorerRender`; 0: every frame).
+    `eval_every_s`: the test RMSE is also measured once this many seconds have passed since the last time (the curves
+    keep moving when steps are slow: many sessions on one server); None: every `eval_every` steps only."""
     from iclr25_nb.live import LiveView, panel
     pn = panel()
     config = {'hiddens': (16,), 'lrs': (0.01,), **config}
@@ -2008,7 +2035,12 @@ def explorer(autostart: bool = False, steps: int = 100_000, network_every_s: flo
                 'noise': pn.widgets.FloatSlider(label='denoising noise', start=0.0, end=2.0, step=0.1, value=0.5),
                 'layers': pn.widgets.IntSlider(label='layers', start=1, end=4, step=1, value=3)}
     view_controls = {'show': pn.widgets.Select(label='model drawn', options=_show_options(models), value=models[0])}
-    make = lambda **kw: make_experiment('quick', steps=steps, **{**config, **kw})
+    def make(**kw):
+        exp = make_experiment('quick', steps=steps, **{**config, **kw})
+        exp.eval_every_s = eval_every_s
+        for net in exp.nets.values():                   # evaluation and snapshots: the faster path, same numbers ~3e-7
+            if isinstance(net, LineMagNet): net.fused_inference(False)
+        return exp
     actions = {'Flip random undirected edges': lambda exp: exp.flip_display(),
                'Reverse the valves': lambda exp: exp.reverse_display(),
                'Reset orientation': lambda exp: exp.reset_orientation()}

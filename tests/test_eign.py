@@ -321,6 +321,31 @@ def test_selection_by_validation_survives_a_checkpoint():
     assert b.best_key('eign') == a.best_key('eign') and b.evaluate() == pytest.approx(a.evaluate())
 
 
+def test_timed_evaluation_only_in_the_explorer_path():
+    "`eval_every_s` (the explorer's) adds evaluations by wall time; unset (reproduce), the history is the untimed one."
+    kw = dict(n_nodes=20, n_train=2, n_val=1, n_test=1, batch_graphs=1, steps=6, eval_every=3, hiddens=(4,),
+              lrs=(0.01,), models=('eign', 'mlp'))
+    a = make_experiment('quick', 0, **kw); a.eval_every_s = None
+    ha = a.run()
+    assert [i for i, h in enumerate(ha) if 'rmse_eign' in h] == [0, 3, 5] and set(a.val_rmse) == set(a.grid)
+    b = make_experiment('quick', 0, **kw); b.eval_every_s = 0.0        # every step is due by time
+    hb = b.run()
+    assert all('rmse_eign' in h for h in hb) and b.val_rmse == {}      # one grid point per model: no validation pass
+    assert [h['loss_eign'] for h in hb] == pytest.approx([h['loss_eign'] for h in ha], rel=1e-6)   # same training
+    c = make_experiment('quick', 0, **{**kw, 'lrs': (0.01, 0.003)}); c.eval_every_s = 0.0
+    c.run(1); assert set(c.val_rmse) == set(c.grid)                    # a grid to choose from: validation kept
+
+
+def test_line_magnet_unfused_inference_is_the_same_model():
+    "The explorer's Line-MagNet evaluates through the layers' regular path: the same predictions to float precision."
+    from iclr25_nb.eign import LineMagNet, predict
+    task = make_task(make_flow_network(30, 0.3, seed=1))
+    torch.manual_seed(0); m = LineMagNet(task.x_equ.shape[1], task.x_inv.shape[1], 16, 1, 2)
+    fused = predict(m, task)
+    assert torch.allclose(predict(m.fused_inference(False), task), fused, atol=1e-5)
+    assert len(m._unfused) == 2 and predict(m.fused_inference(True), task).equal(fused) and not hasattr(m, '_unfused')
+
+
 # -- the defect shared with the official code: an edge alone in its component ------------------------------
 @pytest.mark.parametrize('dtype', [torch.complex64, torch.complex128])
 def test_isolated_directed_edge_gets_zero_degree_not_a_blow_up(dtype):
