@@ -452,9 +452,18 @@ def test_atomflow_gets_the_same_steps():
     assert len(hist) == exp.config.steps == 3 and secs > 0 and all(np.isfinite(h['loss']) for h in hist)
 
 
-def test_sampling_time_grows_with_blocks_not_atoms_at_init():
-    "Holds at initialisation (so it is a property of the representation, not a result): 4 -> 16 blocks vs 53 -> 212 atoms."
+def test_sampling_cost_grows_with_blocks_not_atoms_at_init():
+    """Holds at initialisation (so it is a property of the representation, not a result): 4 -> 16 blocks vs 53 -> 212
+    atoms. Counted in floating-point operations (torch's FlopCounterMode), not timed: a timing ratio failed on a loaded
+    machine (CI, stop 52); the notebook's `scaling_times` shows the seconds."""
+    from torch.utils.flop_counter import FlopCounterMode
+    def flops(fn):
+        with FlopCounterMode(display=False) as fc: fn()
+        return fc.get_total_flops()
     torch.manual_seed(0)
-    s = M.scaling_times(M.MOFFlowNet(), M.AtomFlowNet(), steps=2, repeat=2)
-    assert s['blocks'] == [4, 8, 16] and s['atoms'][-1] == 4 * s['atoms'][0]
-    assert s['mofflow'][-1] / s['mofflow'][0] < s['atomflow'][-1] / s['atomflow'][0]
+    model, atom = M.MOFFlowNet(), M.AtomFlowNet()
+    mofs = [M.make_mof('pcu', linker='bdc', supercell=sc) for sc in M.SUPERCELLS]
+    assert [m.n_blocks for m in mofs] == [4, 8, 16] and mofs[-1].n_atoms == 4 * mofs[0].n_atoms
+    ours = [flops(lambda: M.sample(model, [m], 2)) for m in (mofs[0], mofs[-1])]
+    theirs = [flops(lambda: M.atom_sample(atom, [m], 2)) for m in (mofs[0], mofs[-1])]
+    assert ours[1] / ours[0] < 2 < 8 < theirs[1] / theirs[0]      # measured 1.54x against 10.9x
