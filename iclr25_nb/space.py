@@ -1938,7 +1938,7 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #efd0da90
+# %% ../nbs/22_space.ipynb #e87a8606
 # Claims v3 (issue 41). Set before seeds 0-2 of this version ran (committed first):
 GAP_MAX = Threshold(15.0, set='before')     # Gemma 3 270M minus the strongest blind agent, pooled over the text
                                             # tasks (points): "near chance" (pooled n = 36 in quick: sd about 7)
@@ -2001,7 +2001,9 @@ def _local_llm(seed: int, n: int, label_offset: int) -> dict:
     option likelihood, generated answers (the paper's protocol) and the answer cue, on the same items; the oracle on
     them. SPACE_LLM=0 skips it; SPACE_LLM_CACHE=<file> keeps the readouts on disk (a rerun reads them back)."""
     if os.environ.get('SPACE_LLM', '1') == '0' or n == 0: return {'llm_skipped': 'SPACE_LLM=0 or llm_items=0'}
-    try: model = local_llm(n_ctx=4096, max_tokens=64, threads=2)
+    # one thread (issue 47): the logits are bit-identical with two, and on a busy machine the second thread spins
+    # at the barriers: 3x the CPU seconds for the same readouts
+    try: model = local_llm(n_ctx=4096, max_tokens=64, threads=1)
     except Unavailable as e: return {'llm_skipped': str(e)}
     except (OSError, ValueError, RuntimeError) as e: return {'llm_skipped': f"{type(e).__name__}: {e}"}
     cache = ResponseCache(os.environ['SPACE_LLM_CACHE']) if os.environ.get('SPACE_LLM_CACHE') else None
