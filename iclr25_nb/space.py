@@ -103,7 +103,7 @@ def chance_level(task: str) -> float:
     if task in TASKS: return float('nan')
     raise ValueError(f"unknown task {task!r}")
 
-# %% ../nbs/22_space.ipynb #36d7ae46
+# %% ../nbs/22_space.ipynb #b68f454e
 def _shuffle_options(correct, distractors: list, rng: np.random.Generator) -> tuple[list, int]:
     "The options in a random order and the index of the correct one."
     options = [correct] + list(distractors)
@@ -132,8 +132,11 @@ def _window_options(correct, step, rng, low=None) -> tuple[list, int] | None:
 
 def wrap_deg(a):
     "An angle (degrees) wrapped to (-180, 180]."
+    if isinstance(a, float) or not np.ndim(a):   # a scalar: Python's float % is numpy's floor mod, bit for bit
+        a = (float(a) + 180.0) % 360.0 - 180.0
+        return 180.0 if a == -180.0 else a
     a = np.mod(np.asarray(a, dtype=float) + 180.0, 360.0) - 180.0
-    return np.where(a == -180.0, 180.0, a) if np.ndim(a) else float(180.0 if a == -180.0 else a)
+    return np.where(a == -180.0, 180.0, a)
 
 
 def egocentric_angle(at, facing, target) -> float:
@@ -192,13 +195,24 @@ def render_grid(grid, cell: int = 12, landmarks: bool = True) -> np.ndarray:
     "An RGB image of a grid of codes: the colours above; letters other than the coded ones are landmarks (red discs)."
     grid = np.asarray(grid).astype(str)
     h, w = grid.shape
-    img, draw = _canvas(h * cell, w * cell)
-    for r, c in product(range(h), range(w)):
+    # The cells are drawn in raster order, each filled and outlined in white. Colour blocks are painted by numpy at
+    # once; the few numbered boxes and landmarks are drawn as before, in order, and since their text can spill only
+    # into later cells (right and below), the colour blocks after the first of them are painted again on top: the
+    # same pixels as drawing every cell in turn (checked against that on every generator's grids).
+    coded = np.isin(grid, list(CODE_COLOURS))
+    lut = {k: i for i, k in enumerate(CODE_COLOURS)}
+    palette = np.array(list(CODE_COLOURS.values()), np.uint8)
+    block = np.array([lut.get(v, 0) for v in grid.ravel()], np.intp).reshape(h, w)
+    img = np.repeat(np.repeat(palette[block], cell, 0), cell, 1)
+    img[::cell] = img[cell - 1::cell] = img[:, ::cell] = img[:, cell - 1::cell] = 255       # the white outlines
+    if coded.all(): return img
+    from PIL import Image, ImageDraw
+    canvas = Image.fromarray(img); draw = ImageDraw.Draw(canvas)
+    special = np.argwhere(~coded)
+    for r, c in special:
         v = grid[r, c]
         box = (c * cell, r * cell, (c + 1) * cell - 1, (r + 1) * cell - 1)
-        if v in CODE_COLOURS:
-            draw.rectangle(box, fill=CODE_COLOURS[v])
-        elif v.isdigit():                                   # a numbered box (CSWM, Corsi)
+        if v.isdigit():                                     # a numbered box (CSWM, Corsi)
             draw.rectangle(box, fill=(30, 90, 255)); draw.text((box[0] + 2, box[1]), v, fill=(255, 255, 255))
         else:                                               # a landmark on free space
             draw.rectangle(box, fill=(0, 0, 255))
@@ -206,7 +220,11 @@ def render_grid(grid, cell: int = 12, landmarks: bool = True) -> np.ndarray:
                 draw.ellipse((box[0] + 1, box[1] + 1, box[2] - 1, box[3] - 1), fill=(255, 0, 0))
                 draw.text((box[0] + cell // 4, box[1]), v, fill=(255, 255, 255))
         draw.rectangle(box, outline=(255, 255, 255))
-    return np.asarray(img)
+    out = np.array(canvas)
+    later = coded & (np.arange(h * w).reshape(h, w) > special[0][0] * w + special[0][1])
+    px = np.repeat(np.repeat(later, cell, 0), cell, 1)
+    out[px] = img[px]
+    return out
 
 
 def _tile(images: list, cols: int = 8, pad: int = 2) -> np.ndarray:
@@ -290,16 +308,17 @@ def _gen_mrt(rng, presentation: str, cubes: int = 8, distractors: str = 'mirror'
     return Item('mrt', presentation, '\n'.join(lines), [list(map(list, o)) for o in options], answer,
                 {'reference': canonical_cubes(ref), 'distractors': distractors})
 
-# %% ../nbs/22_space.ipynb #1ac00109
+# %% ../nbs/22_space.ipynb #5d05ec04
 PTT_OBJECTS = ('tree', 'car', 'house', 'lamp', 'bench', 'flag', 'well', 'tent')
 
 
 def _scatter_points(n: int, rng, size: int = 20, min_dist: float = 3.0) -> np.ndarray:
-    pts = []
+    pts, m2 = [], min_dist * min_dist       # integer points: np.hypot's test, exact for min_dist = 3 (a square)
     while len(pts) < n:
         p = rng.integers(0, size + 1, 2)
-        if all(np.hypot(*(p - q)) >= min_dist for q in pts): pts.append(p)
-    return np.stack(pts).astype(float)
+        x, y = int(p[0]), int(p[1])
+        if all((x - a) ** 2 + (y - b) ** 2 >= m2 for a, b in pts): pts.append((x, y))
+    return np.array(pts, dtype=float)
 
 
 def _scene_image(points: np.ndarray, names, size: int = 20, px: int = 140, arrow=None) -> np.ndarray:
@@ -1941,7 +1960,7 @@ def _thumbnail(image: np.ndarray, max_side: int = 80) -> np.ndarray:
 
 make_experiment = SpaceExperiment.from_preset
 
-# %% ../nbs/22_space.ipynb #efd0da90
+# %% ../nbs/22_space.ipynb #e87a8606
 # Claims v3 (issue 41). Set before seeds 0-2 of this version ran (committed first):
 GAP_MAX = Threshold(15.0, set='before')     # Gemma 3 270M minus the strongest blind agent, pooled over the text
                                             # tasks (points): "near chance" (pooled n = 36 in quick: sd about 7)
@@ -2004,7 +2023,9 @@ def _local_llm(seed: int, n: int, label_offset: int) -> dict:
     option likelihood, generated answers (the paper's protocol) and the answer cue, on the same items; the oracle on
     them. SPACE_LLM=0 skips it; SPACE_LLM_CACHE=<file> keeps the readouts on disk (a rerun reads them back)."""
     if os.environ.get('SPACE_LLM', '1') == '0' or n == 0: return {'llm_skipped': 'SPACE_LLM=0 or llm_items=0'}
-    try: model = local_llm(n_ctx=4096, max_tokens=64, threads=2)
+    # one thread (issue 47): the logits are bit-identical with two, and on a busy machine the second thread spins
+    # at the barriers: 3x the CPU seconds for the same readouts
+    try: model = local_llm(n_ctx=4096, max_tokens=64, threads=1)
     except Unavailable as e: return {'llm_skipped': str(e)}
     except (OSError, ValueError, RuntimeError) as e: return {'llm_skipped': f"{type(e).__name__}: {e}"}
     cache = ResponseCache(os.environ['SPACE_LLM_CACHE']) if os.environ.get('SPACE_LLM_CACHE') else None
