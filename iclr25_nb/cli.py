@@ -18,6 +18,11 @@ import time
 import traceback
 from pathlib import Path
 
+# OpenMP threads (torch's, through libgomp) spin while they wait for work by default: on a busy machine a spinning
+# thread holds a core the working ones need. Measured on two of bonemet's registration tests at load 4 on 2 cores:
+# 454 s with the default, 18.6 s passive. Set before torch loads (the core imports it); a value the user set wins.
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 from .core import (PAPERS, BackgroundTrainer, _fmt, check_report, get_paper, implemented_papers,
                             scorecard_markdown, scorecard_rows, seed_problems, seed_table, seed_table_markdown,
                             seed_times_markdown)
