@@ -24,8 +24,9 @@ __all__ = ['log', 'PAPER', 'QA_TASKS', 'NAV_TASKS', 'GAME_TASKS', 'TASKS', 'PRES
            'SpaceConfig', 'SpaceExperiment', 'llm_questions', 'model_summary', 'binomial_ci', 'scores_figure',
            'learning_figure', 'reproduce', 'maze_figure', 'explorer_render', 'explorer']
 
-# %% ../nbs/22_space.ipynb #ccc84adc
+# %% ../nbs/22_space.ipynb #7b1f0b02
 import base64
+import contextvars
 import io
 import json
 import logging
@@ -33,6 +34,7 @@ import math
 import os
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import permutations, product
 from typing import Any, Callable
@@ -103,7 +105,7 @@ def chance_level(task: str) -> float:
     if task in TASKS: return float('nan')
     raise ValueError(f"unknown task {task!r}")
 
-# %% ../nbs/22_space.ipynb #b68f454e
+# %% ../nbs/22_space.ipynb #a57b4a57
 def _shuffle_options(correct, distractors: list, rng: np.random.Generator) -> tuple[list, int]:
     "The options in a random order and the index of the correct one."
     options = [correct] + list(distractors)
@@ -179,6 +181,23 @@ def balanced_triple(xy, rng, sectors: int = 12) -> tuple[tuple, float]:
 def _grid_text(grid) -> str:
     "A 2D array of codes as comma-separated rows (the paper's text arrays)."
     return '\n'.join(','.join(str(v) for v in row) for row in np.asarray(grid))
+
+
+_DRAW = contextvars.ContextVar('space_draw', default=True)     # False: items made for their answers only
+
+
+def _draws(presentation: str) -> bool:
+    "Whether a generator draws its item's image: in the image presentation, unless only the answers are wanted."
+    return presentation == 'image' and _DRAW.get()
+
+
+@contextmanager
+def _answers_only():
+    """Generators called inside draw no images (`Item.image` is None). The images take no random numbers, so every
+    other field, the answer included, is the same: for the ablation's second item set, read only for its answers."""
+    token = _DRAW.set(False)
+    try: yield
+    finally: _DRAW.reset(token)
 
 
 def _canvas(h: int, w: int, colour=(255, 255, 255)):
@@ -308,7 +327,7 @@ def _gen_mrt(rng, presentation: str, cubes: int = 8, distractors: str = 'mirror'
     return Item('mrt', presentation, '\n'.join(lines), [list(map(list, o)) for o in options], answer,
                 {'reference': canonical_cubes(ref), 'distractors': distractors})
 
-# %% ../nbs/22_space.ipynb #5d05ec04
+# %% ../nbs/22_space.ipynb #ffb22afc
 PTT_OBJECTS = ('tree', 'car', 'house', 'lamp', 'bench', 'flag', 'well', 'tent')
 
 
@@ -346,7 +365,7 @@ def _gen_ptt(rng, presentation: str, objects: int = 6) -> Item:
              "Angles are in degrees, counter-clockwise (to your left) positive, 0 = straight ahead."]
     lines += [f"Option {j}: {o:g} degrees" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
-    image = _scene_image(pts, names) if presentation == 'image' else None
+    image = _scene_image(pts, names) if _draws(presentation) else None
     meta = {'points': pts.tolist(), 'names': names, 'at': int(x), 'facing': int(y), 'target': int(z),
             'theta': float(theta)}
     return Item('ptt', presentation, '\n'.join(lines), options, answer, meta, image)
@@ -377,7 +396,7 @@ def _gen_jlo(rng, presentation: str) -> Item:
     lines += [f"Option {j}: rays {o[0]} and {o[1]}" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
     image = None
-    if presentation == 'image':
+    if _draws(presentation):
         img, draw = _canvas(160, 200)
         xy = lambda p: (100 + p[0] * 8, 150 - p[1] * 6)
         for i, p in enumerate(fan):
@@ -389,7 +408,7 @@ def _gen_jlo(rng, presentation: str) -> Item:
     return Item('jlo', presentation, '\n'.join(lines), [list(o) for o in options], answer,
                 {'fan': fan, 'probes': probes}, image)
 
-# %% ../nbs/22_space.ipynb #318d7669
+# %% ../nbs/22_space.ipynb #8725c742
 def _line_options(correct: float, rng, min_sep: float = 20.0) -> list:
     "Three distractor line orientations (degrees mod 180) for `correct`: `_angle_options` on the doubled angle."
     return [float(wrap_deg(a) / 2) for a in _angle_options(float(wrap_deg(2 * correct)), rng, 2 * min_sep)]
@@ -403,7 +422,7 @@ def _gen_wlt(rng, presentation: str) -> Item:
     correct = float(wrap_deg(2 * ground) / 2)
     options, answer = _shuffle_options(correct, _line_options(correct, rng), rng)
     panels = []
-    for j, water in enumerate(options):
+    for j, water in enumerate(options if _DRAW.get() else []):
         img, draw = _canvas(110, 80)
         g = np.array([math.cos(math.radians(ground)), math.sin(math.radians(ground))])
         q0, q1 = np.array([40.0, 18.0]) - 38 * g, np.array([40.0, 18.0]) + 38 * g
@@ -424,7 +443,7 @@ def _gen_wlt(rng, presentation: str) -> Item:
               "shows the water surface correctly?\n"
               'Answer with the option number as JSON: {"answer": <number>}.')
     return Item('wlt', presentation, prompt, options, answer, {'tilt': alpha, 'ground': ground},
-                np.concatenate(panels, 1))
+                np.concatenate(panels, 1) if panels else None)
 
 
 def spatial_addition(a, b) -> np.ndarray:
@@ -451,7 +470,7 @@ def _gen_sadd(rng, presentation: str, size: int = 5) -> Item:
     lines += [f"Option {j}:\n{_grid_text(o)}" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
     image = None
-    if presentation == 'image':
+    if _draws(presentation):
         gap = np.full((size * 16, 8, 3), 255, np.uint8)
         image = np.concatenate([render_grid(np.where(a == '0', '.', a), 16), gap,
                                 render_grid(np.where(b == '0', '.', b), 16)], 1)
@@ -478,7 +497,7 @@ def _gen_satt(rng, presentation: str, size: int = 7) -> Item:
     lines += [f"Option {j}: {o}" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
     image = None
-    if presentation == 'image':
+    if _draws(presentation):
         img, draw = _canvas(size * 16, size * 16)
         for r, c in product(range(size), range(size)): draw.text((c * 16 + 4, r * 16 + 2), grid[r, c], fill=(0, 0, 0))
         image = np.asarray(img)
@@ -514,12 +533,12 @@ def _gen_cbtt(rng, presentation: str, size: int = 7, blocks: int = 9) -> Item:
     lines += [f"Option {j}: {o}" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
     image = _tile([render_grid(f, 8) for f in frames] + [render_grid(numbered, 8)], cols=4) \
-        if presentation == 'image' else None
+        if _draws(presentation) else None
     return Item('cbtt', presentation, '\n'.join(lines), options, answer,
                 {'positions': pos, 'taps': taps, 'labels': labels.tolist(), 'frames': [f.tolist() for f in frames],
                  'numbered': numbered.tolist()}, image)
 
-# %% ../nbs/22_space.ipynb #ce853e67
+# %% ../nbs/22_space.ipynb #952fdae7
 def carve_maze(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     "A perfect maze: (2h+1, 2w+1) int8 grid, 1 = free, 0 = wall, carved by a depth-first backtracker."
     # flat bytearrays instead of numpy scalar indexing, and no draw for a single neighbour: numpy's
@@ -607,7 +626,7 @@ def local_view(textmap: np.ndarray, pos, k: int = 5) -> np.ndarray:
     view[p, p] = '*'
     return view
 
-# %% ../nbs/22_space.ipynb #c77b9d7d
+# %% ../nbs/22_space.ipynb #958dafb4
 def piece_canonical(cells) -> tuple:
     "A piece's cells in canonical form under translation and the four rotations (not reflections)."
     c = np.asarray(cells, int)
@@ -679,7 +698,7 @@ def _gen_mpfb(rng, presentation: str, size: int = 4, pieces: int = 4) -> Item:
     lines.append("Which option shows how the pieces fit together (each letter marks where that piece goes)?")
     if presentation == 'text': lines += [f"Option {j}:\n{_grid_text(o)}" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
-    image = _form_board_image(shown, options, size) if presentation == 'image' else None
+    image = _form_board_image(shown, options, size) if _draws(presentation) else None
     return Item('mpfb', presentation, '\n'.join(lines), [o.tolist() for o in options], answer, {'pieces': shown}, image)
 
 
@@ -701,7 +720,7 @@ def _form_board_image(pieces: dict, options: list, size: int, cell: int = 10) ->
             draw.rectangle((x, y, x + cell - 1, y + cell - 1), fill=colour[str(o[r][c])], outline=(0, 0, 0))
     return np.asarray(img)
 
-# %% ../nbs/22_space.ipynb #1d7bde0c
+# %% ../nbs/22_space.ipynb #880d4a27
 def manhattan(a, b) -> int:
     "The Manhattan (wall-blind) distance |Δrow| + |Δcol| between two cells."
     return abs(int(a[0]) - int(b[0])) + abs(int(a[1]) - int(b[1]))
@@ -762,11 +781,11 @@ def _gen_mpath(rng, presentation: str, size: int = 9, density: float = 0.3, min_
                  "number of moves from P to Q?")
     lines += [f"Option {j}: {o} moves" for j, o in enumerate(options)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
-    image = render_grid(shown, 14) if presentation == 'image' else None
+    image = render_grid(shown, 14) if _draws(presentation) else None
     return Item('mpath', presentation, '\n'.join(lines), options, answer,
                 {'grid': grid.tolist(), 'a': a, 'b': b, 'density': density}, image)
 
-# %% ../nbs/22_space.ipynb #520ef77d
+# %% ../nbs/22_space.ipynb #20306cda
 CARD_ATTRIBUTES = {'position': ('top-left', 'top-right', 'bottom-left', 'bottom-right'),
                    'orientation': ('up', 'right', 'down', 'left'), 'count': (1, 2, 3, 4),
                    'edge': ('top', 'right', 'bottom', 'left')}
@@ -867,13 +886,13 @@ def _gen_csort(rng, presentation: str, examples: int = 3, rule: str | None = Non
     lines.append("On which pile does the new card go under the same rule?")
     lines += [f"Option {j}: pile {j}" for j in range(n)]
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
-    image = _sort_image(key_grids, example_grids, piles, card_grid) if presentation == 'image' else None
+    image = _sort_image(key_grids, example_grids, piles, card_grid) if _draws(presentation) else None
     meta = {'keys': keys, 'examples': cards, 'piles': piles, 'card': card, 'rule': names[r],
             'key_grids': [g.tolist() for g in key_grids], 'example_grids': [g.tolist() for g in example_grids],
             'card_grid': card_grid.tolist()}
     return Item('csort', presentation, '\n'.join(lines), list(range(n)), answer, meta, image)
 
-# %% ../nbs/22_space.ipynb #b0765d74
+# %% ../nbs/22_space.ipynb #fe51fa56
 def make_world(cells: int, landmarks: int, rng, braid_fraction: float = 0.3) -> dict:
     "A discrete map: a braided (2·cells+1)² maze, `landmarks` letters on distinct free cells; {'grid', 'landmarks'}."
     grid = braid(carve_maze(cells, cells, rng), braid_fraction, rng)
@@ -978,11 +997,11 @@ def _gen_large_qa(task: str, rng, presentation: str, cells: int = 5, landmarks: 
         options = [o.tolist() for o in options]
         meta = {}
     lines.append('Answer with the option number as JSON: {"answer": <number>}.')
-    image = _walkthrough_image(walk) if presentation == 'image' else None
+    image = _walkthrough_image(walk) if _draws(presentation) else None
     meta |= {'grid': world['grid'].tolist(), 'landmarks': lm, 'walk_path': walk['path']}
     return Item(task, presentation, '\n'.join(lines), options, answer, meta, image)
 
-# %% ../nbs/22_space.ipynb #43d2666c
+# %% ../nbs/22_space.ipynb #139f907b
 def _gen_mct(rng, presentation: str, cells: int = 5) -> Item:
     grid = carve_maze(cells, cells, rng)
     free = [tuple(map(int, p)) for p in np.argwhere(grid == 1)]
@@ -1017,7 +1036,7 @@ def _gen_nav(task: str, rng, presentation: str, cells: int = 7, landmarks: int =
                  "there. Actions: up, down, left, right, stop. Reply with JSON {\"action\": \"<action>\"}.")
     meta = {'grid': world['grid'].tolist(), 'landmarks': lm, 'start': lm[s], 'goal': lm[g], 'goal_name': str(g),
             'walkthrough': {'moves': walk['moves'], 'views': walk['views']}, 'walk_length': len(walk['path']) - 1}
-    image = _walkthrough_image(walk) if presentation == 'image' else None
+    image = _walkthrough_image(walk) if _draws(presentation) else None
     return Item(task, presentation, '\n'.join(lines), list(ACTIONS), {'goal': lm[g], 'path': path}, meta, image)
 
 
@@ -1032,7 +1051,7 @@ def _gen_cswm(rng, presentation: str, boxes: int | None = None, size: int = 6) -
     return Item('cswm', presentation, prompt, list(range(1, n + 1)), treasures,
                 {'boxes': pos, 'size': size, 'max_steps': CSWM_MAX_STEPS[n]})
 
-# %% ../nbs/22_space.ipynb #b16dea1c
+# %% ../nbs/22_space.ipynb #25e2984d
 _GENERATORS = {'mrt': _gen_mrt, 'ptt': _gen_ptt, 'jlo': _gen_jlo, 'wlt': _gen_wlt, 'sadd': _gen_sadd,
                'satt': _gen_satt, 'cbtt': _gen_cbtt, 'mct': _gen_mct, 'cswm': _gen_cswm, 'mpfb': _gen_mpfb,
                'mpath': _gen_mpath, 'csort': _gen_csort,
@@ -1058,11 +1077,11 @@ def generate(task: str, n: int, presentation: str = 'text', seed: int = 0, label
     rng = np.random.default_rng([int(seed), salt])
     items = [_GENERATORS[task](rng, presentation, **options) for _ in range(int(n))]
     if label_seed is not None and label_seed != seed and task != 'cswm':
-        wrong = generate(task, n, presentation, label_seed, None, **options)
+        with _answers_only(): wrong = generate(task, n, presentation, label_seed, None, **options)
         for it, other in zip(items, wrong): it.answer = other.answer
     return items
 
-# %% ../nbs/22_space.ipynb #3fa819a5
+# %% ../nbs/22_space.ipynb #f0b8d257
 SHARED_TASKS = ('dir', 'dist', 'msk')
 
 
@@ -1078,7 +1097,7 @@ def shared_world_questions(n: int, presentation: str = 'text', seed: int = 0, la
         walk = walkthrough(world, _tour(world, rng))
         for t in SHARED_TASKS: out[t].append(_gen_large_qa(t, rng, presentation, cells, landmarks, world, walk))
     if label_seed is not None and label_seed != seed:
-        wrong = shared_world_questions(n, presentation, label_seed, None, cells, landmarks)
+        with _answers_only(): wrong = shared_world_questions(n, presentation, label_seed, None, cells, landmarks)
         for t in SHARED_TASKS:
             for it, other in zip(out[t], wrong[t]): it.answer = other.answer
     return out
@@ -1757,7 +1776,7 @@ def evaluate(agent: Agent, tasks=TASKS, n: int = 20, presentation: str = 'text',
         out[task] = score(task, its, answers)
     return out
 
-# %% ../nbs/22_space.ipynb #eecc9ac6
+# %% ../nbs/22_space.ipynb #58c6b26d
 EVAL_AGENTS = {
     **{t: ('random', 'oracle') for t in TASKS},
     'mrt': ('random', 'oracle', 'shape signature'), 'mrt:other': ('random', 'shape signature'),
@@ -1842,6 +1861,7 @@ class SpaceExperiment(Experiment):
         self.opt_shuffled = torch.optim.Adam(self.net_shuffled.parameters(), lr=c.lr)
         self.test = generate('ptt', c.test_items, 'text', 10_000 + self.seed, self._label(10_000 + self.seed))
         self.sums, self.counts = {}, {}
+        self._spare = None                         # the ablation's answer batch, reused (_train_items)
         self.item, self.acc = None, {'learned': float('nan'), 'shuffled': float('nan')}
         self.human = None
         self.new_maze()
@@ -1875,9 +1895,22 @@ class SpaceExperiment(Experiment):
             for k in range(N_OPTIONS):
                 for it in items: self._add((task, pres, f'{BLIND_PREFIX}position {k}'), 100.0 * (it.answer == k))
 
+    def _train_items(self, seed: int) -> list:
+        """This step's PTTNet batch: `generate('ptt', c.train_batch, 'text', seed, self._label(seed))`. Under the
+        ablation (offset 1) the batch that gives the answers is the next step's own batch: it is kept and reused
+        (items are a function of their seed, so the same items as drawing them again)."""
+        c = self.config
+        if self.label_seed is None: return generate('ptt', c.train_batch, 'text', seed)
+        spare, self._spare = self._spare, None
+        items = spare[1] if spare is not None and spare[0] == seed else generate('ptt', c.train_batch, 'text', seed)
+        other = generate('ptt', c.train_batch, 'text', self._label(seed))
+        for it, o in zip(items, other): it.answer = o.answer
+        self._spare = (self._label(seed), other)
+        return items
+
     def _train(self) -> dict:
         c, seed = self.config, 1 + self.seed * 100_003 + self.step_count
-        items = generate('ptt', c.train_batch, 'text', seed, self._label(seed))
+        items = self._train_items(seed)
         x, y = ptt_features(items).to(self.device), ptt_targets(items).to(self.device)
         perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
         out = {}

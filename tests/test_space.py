@@ -558,6 +558,22 @@ def test_shared_world_questions():
     with pytest.raises(ValueError, match='presentation'): shared_world_questions(1, 'video')
 
 
+def test_ablation_answer_sets_are_the_same_items():
+    """Issue 47: the ablation's second item set draws no images and its PTTNet batch is reused as the next step's:
+    both give exactly the items of generating everything in full."""
+    from iclr25_nb.space import STREAM, _answers_only, make_experiment
+    for task, pres in STREAM:
+        with _answers_only(): bare = generate(task, 2, pres, 11)
+        full = generate(task, 2, pres, 11)
+        assert all(x.image is None for x in bare)
+        assert [(x.prompt, repr(x.options), repr(x.answer), repr(x.meta)) for x in bare] == \
+               [(x.prompt, repr(x.options), repr(x.answer), repr(x.meta)) for x in full]
+    exp = make_experiment('quick', 0, 'cpu', label_seed_offset=1, train_batch=8)
+    for step in range(3):
+        got, want = exp._train_items(40 + step), generate('ptt', 8, 'text', 40 + step, 41 + step)
+        assert [(x.prompt, x.answer) for x in got] == [(x.prompt, x.answer) for x in want]
+
+
 def test_llm_questions_are_not_the_streams():
     "The language model's questions come from their own seeds: none is a question the stream scores on seeds 0-2."
     from iclr25_nb.core import overlap_count
